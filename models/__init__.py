@@ -1,0 +1,6 @@
+"""NumPyro generative models for ppbo, one family per module.
+
+Installed as ``ppbo.models``; every module exports a ``surrogate(...)`` builder.
+"""
+
+__all__ = ["gp", "multitask_gp", "kernels", "gaussian"]

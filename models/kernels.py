@@ -1,0 +1,243 @@
+"""Covariance kernels for the GP models: Matérn 1/2, 3/2, 5/2, squared-exponential,
+linear, and their sums, products and scalings.
+
+A kernel is an immutable pytree with ``evaluate(x1, x2)`` for two single points (d,);
+``matrix(X1, X2)`` evaluates all pairs, with fast closed forms for the stationary
+kernels, and ``k1 + k2``, ``k1 * k2`` and ``c * k`` compose. Stationary kernels here
+have unit variance; the GP models multiply by ``outputscale``. Formulas follow
+Rasmussen and Williams (2006), "Gaussian Processes for Machine Learning", §4.2,
+eqs. (4.9), (4.14), (4.16) and (4.17).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+__all__ = [
+    "Kernel",
+    "Matern12",
+    "Matern32",
+    "Matern52",
+    "SquaredExponential",
+    "Linear",
+    "Sum",
+    "Product",
+    "Scaled",
+    "KERNELS",
+    "scaled_sq_dist",
+]
+
+
+def _pytree(cls):
+    """Register a frozen dataclass whose fields are all array leaves."""
+    names = tuple(cls.__dataclass_fields__)
+    jax.tree_util.register_pytree_node(
+        cls,
+        lambda k: (tuple(getattr(k, n) for n in names), None),
+        lambda _, children: cls(*children),
+    )
+    return cls
+
+
+def _safe_sqrt(r2: jax.Array) -> jax.Array:
+    # sqrt has an infinite derivative at 0 (the diagonal); the double where keeps
+    # gradients finite and zero there.
+    positive = r2 > 1e-36
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, r2, 1.0)), 0.0)
+
+
+def scaled_sq_dist(X1: jax.Array, X2: jax.Array, lengthscale: jax.Array) -> jax.Array:
+    """Squared distances ``sum_k ((x1_k - x2_k) / l_k)^2`` for all pairs, (m1, m2).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> scaled_sq_dist(jnp.zeros((1, 2)), jnp.ones((1, 2)), jnp.ones(2))
+        Array([[2.]], dtype=float32)
+    """
+    A = X1 / lengthscale
+    B = X2 / lengthscale
+    cross = A @ B.T
+    r2 = jnp.sum(A**2, -1)[:, None] + jnp.sum(B**2, -1)[None, :] - 2.0 * cross
+    return jnp.maximum(r2, 0.0)
+
+
+class Kernel:
+    """Base class: override :meth:`evaluate`; :meth:`matrix` vmaps it by default.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> k = Matern52(jnp.ones(2)) + 0.5 * Linear(jnp.ones(2))
+        >>> k.matrix(jnp.zeros((3, 2)), jnp.ones((4, 2))).shape
+        (3, 4)
+    """
+
+    def evaluate(self, x1: jax.Array, x2: jax.Array) -> jax.Array:
+        """Covariance of two single points of shape (d,)."""
+        raise NotImplementedError
+
+    def matrix(self, X1: jax.Array, X2: jax.Array) -> jax.Array:
+        """Covariance matrix of all pairs, shape (m1, m2)."""
+        return jax.vmap(lambda a: jax.vmap(lambda b: self.evaluate(a, b))(X2))(X1)
+
+    def diag(self, X: jax.Array) -> jax.Array:
+        """Variances ``k(x, x)``, shape (m,)."""
+        return jax.vmap(lambda a: self.evaluate(a, a))(X)
+
+    def __add__(self, other: Kernel) -> Kernel:
+        return Sum(self, other)
+
+    def __mul__(self, other: Any) -> Kernel:
+        if isinstance(other, Kernel):
+            return Product(self, other)
+        return Scaled(jnp.asarray(other), self)
+
+    __rmul__ = __mul__
+
+
+class _Stationary(Kernel):
+    lengthscale: jax.Array
+
+    def _profile(self, r2: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+    def evaluate(self, x1, x2):
+        r2 = jnp.sum(((x1 - x2) / self.lengthscale) ** 2)
+        return self._profile(r2)
+
+    def matrix(self, X1, X2):
+        return self._profile(scaled_sq_dist(X1, X2, self.lengthscale))
+
+    def diag(self, X):
+        return jnp.ones(X.shape[0], dtype=X.dtype)
+
+
+@_pytree
+@dataclass(frozen=True)
+class Matern12(_Stationary):
+    """Matérn-1/2 (exponential) kernel ``exp(-r)``; R&W eq. (4.14) with nu = 1/2."""
+
+    lengthscale: jax.Array
+
+    def _profile(self, r2):
+        return jnp.exp(-_safe_sqrt(r2))
+
+
+@_pytree
+@dataclass(frozen=True)
+class Matern32(_Stationary):
+    """Matérn-3/2 kernel ``(1 + sqrt(3) r) exp(-sqrt(3) r)``; R&W eq. (4.17)."""
+
+    lengthscale: jax.Array
+
+    def _profile(self, r2):
+        s = jnp.sqrt(3.0) * _safe_sqrt(r2)
+        return (1.0 + s) * jnp.exp(-s)
+
+
+@_pytree
+@dataclass(frozen=True)
+class Matern52(_Stationary):
+    """Matérn-5/2 kernel ``(1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r)``; eq. (4.17)."""
+
+    lengthscale: jax.Array
+
+    def _profile(self, r2):
+        s = jnp.sqrt(5.0) * _safe_sqrt(r2)
+        return (1.0 + s + 5.0 * r2 / 3.0) * jnp.exp(-s)
+
+
+@_pytree
+@dataclass(frozen=True)
+class SquaredExponential(_Stationary):
+    """Squared-exponential kernel ``exp(-r^2 / 2)``; R&W eq. (4.9)."""
+
+    lengthscale: jax.Array
+
+    def _profile(self, r2):
+        return jnp.exp(-0.5 * r2)
+
+
+@_pytree
+@dataclass(frozen=True)
+class Linear(Kernel):
+    """Linear (dot-product) kernel ``sum_k x1_k x2_k / l_k^2``; R&W §4.2.2."""
+
+    lengthscale: jax.Array
+
+    def evaluate(self, x1, x2):
+        return jnp.sum(x1 * x2 / self.lengthscale**2)
+
+    def matrix(self, X1, X2):
+        return (X1 / self.lengthscale) @ (X2 / self.lengthscale).T
+
+    def diag(self, X):
+        return jnp.sum((X / self.lengthscale) ** 2, -1)
+
+
+@_pytree
+@dataclass(frozen=True)
+class Sum(Kernel):
+    """Sum of two kernels."""
+
+    left: Kernel
+    right: Kernel
+
+    def evaluate(self, x1, x2):
+        return self.left.evaluate(x1, x2) + self.right.evaluate(x1, x2)
+
+    def matrix(self, X1, X2):
+        return self.left.matrix(X1, X2) + self.right.matrix(X1, X2)
+
+    def diag(self, X):
+        return self.left.diag(X) + self.right.diag(X)
+
+
+@_pytree
+@dataclass(frozen=True)
+class Product(Kernel):
+    """Elementwise product of two kernels."""
+
+    left: Kernel
+    right: Kernel
+
+    def evaluate(self, x1, x2):
+        return self.left.evaluate(x1, x2) * self.right.evaluate(x1, x2)
+
+    def matrix(self, X1, X2):
+        return self.left.matrix(X1, X2) * self.right.matrix(X1, X2)
+
+    def diag(self, X):
+        return self.left.diag(X) * self.right.diag(X)
+
+
+@_pytree
+@dataclass(frozen=True)
+class Scaled(Kernel):
+    """A kernel multiplied by a non-negative scalar."""
+
+    scale: jax.Array
+    kernel: Kernel
+
+    def evaluate(self, x1, x2):
+        return self.scale * self.kernel.evaluate(x1, x2)
+
+    def matrix(self, X1, X2):
+        return self.scale * self.kernel.matrix(X1, X2)
+
+    def diag(self, X):
+        return self.scale * self.kernel.diag(X)
+
+
+#: Kernel names accepted by the model builders.
+KERNELS = {
+    "matern12": Matern12,
+    "matern32": Matern32,
+    "matern52": Matern52,
+    "rbf": SquaredExponential,
+    "squared_exponential": SquaredExponential,
+    "linear": Linear,
+}

@@ -1,0 +1,30 @@
+"""ppbo: probabilistic-programming Bayesian optimisation on NumPyro and JAX.
+
+Surrogates are NumPyro models; their hyperparameters are inferred with NUTS, slice
+sampling or MAP; acquisitions average over the posterior samples. Importing ppbo
+changes no JAX configuration: enable float64 with
+``jax.config.update("jax_enable_x64", True)`` before use.
+"""
+
+from ppbo.data import Dataset, bucket_capacity
+from ppbo.inference import MAP, NUTS, Fixed, Inference, Slice, fit
+from ppbo.linalg import CholeskyError
+from ppbo.surrogate import Diagnostics, DiagnosticWarning, Posterior, Surrogate
+
+__all__ = [
+    "Dataset",
+    "bucket_capacity",
+    "Surrogate",
+    "Posterior",
+    "Diagnostics",
+    "DiagnosticWarning",
+    "CholeskyError",
+    "Inference",
+    "fit",
+    "NUTS",
+    "Slice",
+    "MAP",
+    "Fixed",
+]
+
+__version__ = "0.1.0"

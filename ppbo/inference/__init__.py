@@ -1,0 +1,70 @@
+"""Inference backends: small frozen configs with one method, ``fit``.
+
+``ppbo.fit(surrogate, data, inference, key)`` is the front door.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import jax
+
+from ppbo.data import Dataset
+from ppbo.inference.fixed import Fixed
+from ppbo.inference.map import MAP
+from ppbo.inference.nuts import NUTS
+from ppbo.inference.slice_fit import Slice, SliceKernel
+from ppbo.surrogate import Posterior, Surrogate
+
+__all__ = ["Inference", "fit", "NUTS", "Slice", "SliceKernel", "MAP", "Fixed"]
+
+
+class Inference(Protocol):
+    """What an inference backend offers: ``fit(key, surrogate, data) -> Posterior``."""
+
+    def fit(self, key: jax.Array, surrogate: Surrogate, data: Dataset) -> Posterior: ...
+
+
+def fit(
+    surrogate: Surrogate,
+    data: Dataset,
+    inference: Any,
+    key: jax.Array,
+    *,
+    init: Posterior | None = None,
+) -> Posterior:
+    """Infer the hyperparameters of ``surrogate`` given ``data``.
+
+    Args:
+        surrogate: the model (e.g. ``ppbo.models.gp.surrogate()``).
+        data: observations in model space.
+        inference: ``ppbo.NUTS(...)``, ``ppbo.Slice(...)``, ``ppbo.MAP(...)``,
+            ``ppbo.Fixed(...)`` or any object with a ``fit(key, surrogate, data)``.
+        key: JAX PRNG key.
+        init: previous posterior of the same surrogate; MCMC backends warm-start
+            their positions and adaptation from it.
+
+    Returns:
+        A :class:`~ppbo.Posterior`.
+
+    Raises:
+        TypeError: for arguments of the wrong type.
+
+    Example:
+        >>> import jax, numpy as np, ppbo
+        >>> from ppbo.models import gp
+        >>> jax.config.update("jax_enable_x64", True)
+        >>> data = ppbo.Dataset(np.random.rand(8, 1), np.random.randn(8))
+        >>> posterior = ppbo.fit(gp.surrogate(), data, ppbo.MAP(), jax.random.key(0))
+        >>> posterior.num_samples
+        1
+    """
+    if not isinstance(surrogate, Surrogate):
+        raise TypeError(f"surrogate must be a ppbo.Surrogate, got {surrogate!r}")
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data must be a ppbo.Dataset, got {type(data).__name__}")
+    if not callable(getattr(inference, "fit", None)):
+        raise TypeError(f"inference must have a fit method, got {inference!r}")
+    if init is not None and isinstance(inference, (NUTS, Slice)):
+        return inference.fit(key, surrogate, data, init=init)
+    return inference.fit(key, surrogate, data)

@@ -1,0 +1,173 @@
+"""Compiled MCMC driver shared by the NUTS and slice backends.
+
+One jitted function runs warm-up and sampling for all chains (vmapped) with
+``lax.scan``; the surrogate and the frozen inference config are static arguments, so
+a refit on a dataset of the same bucket reuses the compiled code. Initial positions
+are an argument (computed from the model's prior or taken from the previous
+posterior), never a branch, so cold and warm starts share one compilation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from numpyro.infer import init_to_median
+from numpyro.infer.util import initialize_model
+
+from ppbo.data import Dataset
+from ppbo.linalg import CholeskyError
+from ppbo.surrogate import Posterior, Surrogate
+
+__all__ = ["initial_positions", "run_mcmc", "finish_posterior"]
+
+
+@partial(jax.jit, static_argnames=("surrogate", "num_chains"))
+def _initial_positions(key, data: Dataset, surrogate: Surrogate, num_chains: int):
+    def one(key):
+        info = initialize_model(
+            key,
+            surrogate.model,
+            init_strategy=init_to_median(num_samples=15),
+            model_args=(data,),
+            model_kwargs=dict(surrogate.options),
+        )
+        return info.param_info.z
+
+    return jax.vmap(one)(jax.random.split(key, num_chains))
+
+
+def initial_positions(key, surrogate: Surrogate, data: Dataset, num_chains: int):
+    """Unconstrained starting points, one per chain, from the prior's medians.
+
+    Returns:
+        dict site -> array with a leading chain axis.
+    """
+    return _initial_positions(key, data, surrogate, num_chains)
+
+
+@partial(jax.jit, static_argnames=("surrogate", "make_kernel", "record", "schedule"))
+def _run(keys, data, init_z, warm, surrogate, make_kernel, record, schedule):
+    num_warmup, num_samples, thinning = schedule
+    args, kwargs = (data,), dict(surrogate.options)
+
+    def one_chain(key, z0, warm):
+        kernel = make_kernel(surrogate.model, warm)
+        state = kernel.init(key, num_warmup, z0, model_args=args, model_kwargs=kwargs)
+
+        def advance(s, _):
+            return kernel.sample(s, args, kwargs), None
+
+        state, _ = lax.scan(advance, state, None, length=num_warmup)
+
+        def draw(s, _):
+            s, _ = lax.scan(advance, s, None, length=thinning)
+            return s, (s.z, record(s))
+
+        state, (zs, stats) = lax.scan(
+            draw, state, None, length=num_samples // thinning
+        )
+        samples = jax.vmap(kernel.postprocess_fn(args, kwargs))(zs)
+        return samples, stats, state
+
+    return jax.vmap(one_chain)(keys, init_z, warm)
+
+
+def run_mcmc(
+    key,
+    surrogate: Surrogate,
+    data: Dataset,
+    *,
+    make_kernel: Callable[[Callable, Any], Any],
+    record: Callable[[Any], dict],
+    init_z: Any,
+    warm: Any,
+    num_chains: int,
+    num_warmup: int,
+    num_samples: int,
+    thinning: int,
+):
+    """Run ``num_chains`` chains of an MCMC kernel under one compiled function.
+
+    Args:
+        key: PRNG key, split into one key per chain.
+        make_kernel: static ``(model, warm) -> MCMCKernel`` (a hashable callable).
+        record: static ``state -> dict`` of per-draw statistics.
+        init_z: unconstrained starting points with a leading chain axis.
+        warm: per-chain warm-start pytree passed to ``make_kernel`` (leading chain
+            axis).
+
+    Returns:
+        ``(samples, stats, last_state)`` with leading axes (chain, draw).
+    """
+    keys = jax.random.split(key, num_chains)
+    schedule = (int(num_warmup), int(num_samples), int(thinning))
+    return _run(keys, data, init_z, warm, surrogate, make_kernel, record, schedule)
+
+
+def _flatten_chains(tree):
+    return jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), tree)
+
+
+@partial(jax.jit, static_argnames=("surrogate",))
+def _prepare(samples, data, surrogate: Surrogate):
+    return jax.vmap(lambda p: surrogate.prepare(p, data))(samples)
+
+
+def prepare_cache(surrogate: Surrogate, samples, data: Dataset):
+    """Per-sample factors from ``surrogate.prepare``, checked for finiteness.
+
+    Raises:
+        CholeskyError: if a factor is not finite (see :mod:`ppbo.linalg`).
+    """
+    if surrogate.prepare is None:
+        return None
+    cache = _prepare(samples, data, surrogate)
+    for leaf in jax.tree.leaves(cache):
+        finite = np.isfinite(np.asarray(leaf))
+        if not finite.all():
+            index = int(np.argmax(~finite.reshape(finite.shape[0], -1).all(1)))
+            raise CholeskyError(
+                f"the per-sample factors of surrogate {surrogate.name!r} are not "
+                f"finite for posterior sample {index}: the kernel matrix is not "
+                "positive definite even with jitter. Standardise the outputs, remove "
+                "duplicate inputs, or give the noise prior a larger lower bound."
+            )
+    return cache
+
+
+def finish_posterior(
+    surrogate: Surrogate,
+    data: Dataset,
+    samples: dict,
+    stats: dict,
+    *,
+    num_chains: int,
+    method: str,
+    state: Any = None,
+) -> Posterior:
+    """Assemble a :class:`~ppbo.Posterior` from (chain, draw) arrays."""
+    samples = _flatten_chains(samples)
+    stats = _flatten_chains(stats)
+    cache = prepare_cache(surrogate, samples, data)
+    return Posterior(
+        surrogate,
+        samples,
+        data,
+        cache=cache,
+        sample_stats=stats,
+        state=state,
+        num_chains=num_chains,
+        method=method,
+    )
+
+
+def flat_size(z) -> int:
+    """Number of unconstrained coordinates of one position (no chain axis)."""
+    return int(sum(np.prod(np.shape(leaf)) for leaf in jax.tree.leaves(z)))
+

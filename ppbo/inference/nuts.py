@@ -1,0 +1,191 @@
+"""The No-U-Turn Sampler over a surrogate's hyperparameters.
+
+Uses NumPyro's NUTS kernel (Hoffman and Gelman 2014, "The No-U-Turn Sampler:
+adaptively setting path lengths in Hamiltonian Monte Carlo", JMLR 15) with its
+windowed step-size and mass-matrix adaptation, driven by ppbo's compiled driver so a
+refit in the same data bucket reuses the compiled code. A refit can start from the
+previous posterior's last positions, step sizes and inverse mass matrices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpyro.infer
+
+from ppbo.data import Dataset
+from ppbo.inference import _mcmc
+from ppbo.surrogate import Posterior, Surrogate
+
+__all__ = ["NUTS"]
+
+
+def _record(state) -> dict:
+    steps = state.num_steps
+    return {
+        "diverging": state.diverging,
+        "n_steps": steps,
+        "tree_depth": jnp.ceil(jnp.log2(steps + 1.0)).astype(jnp.int32),
+        "energy": state.energy,
+        "step_size": state.adapt_state.step_size,
+        "acceptance_rate": state.accept_prob,
+        "lp": -state.potential_energy,
+    }
+
+
+@dataclass(frozen=True)
+class NUTS:
+    """NUTS with windowed adaptation; a frozen config with one method, :meth:`fit`.
+
+    Args:
+        num_warmup: adaptation iterations per chain (discarded).
+        num_samples: iterations per chain after warm-up.
+        thinning: keep every ``thinning``-th iteration (``num_samples // thinning``
+            draws per chain).
+        num_chains: chains, vmapped in one compiled function.
+        dense_mass: adapt a dense instead of a diagonal inverse mass matrix.
+        max_tree_depth: limit on the doubling depth (at most 2**depth - 1 leapfrog
+            steps per iteration).
+        target_accept_prob: target of the dual-averaging step-size adaptation.
+        warm_start: start from ``init``'s last positions, step sizes and inverse
+            mass matrices when :meth:`fit` is given a compatible previous posterior.
+
+    Example:
+        >>> import jax
+        >>> from ppbo.models import gp
+        >>> inference = NUTS(num_warmup=64, num_samples=64)
+        >>> # posterior = inference.fit(jax.random.key(0), gp.surrogate(), data)
+
+    References:
+        Hoffman, M. D. and Gelman, A. (2014). The No-U-Turn Sampler. JMLR 15.
+    """
+
+    num_warmup: int = 256
+    num_samples: int = 256
+    thinning: int = 1
+    num_chains: int = 1
+    dense_mass: bool = False
+    max_tree_depth: int = 8
+    target_accept_prob: float = 0.8
+    warm_start: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("num_warmup", "num_samples", "thinning", "num_chains"):
+            value = getattr(self, name)
+            minimum = 0 if name == "num_warmup" else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        if self.num_samples < self.thinning:
+            raise ValueError(
+                f"num_samples={self.num_samples} must be >= thinning={self.thinning}"
+            )
+        if not 1 <= int(self.max_tree_depth) <= 15:
+            raise ValueError(
+                f"max_tree_depth must be in [1, 15], got {self.max_tree_depth!r}"
+            )
+        if not 0.0 < float(self.target_accept_prob) < 1.0:
+            raise ValueError(
+                "target_accept_prob must be in (0, 1), got "
+                f"{self.target_accept_prob!r}"
+            )
+
+    def _make_kernel(self, model, warm):
+        return numpyro.infer.NUTS(
+            model,
+            step_size=warm["step_size"],
+            inverse_mass_matrix=warm["inverse_mass_matrix"],
+            dense_mass=self.dense_mass,
+            max_tree_depth=int(self.max_tree_depth),
+            target_accept_prob=float(self.target_accept_prob),
+        )
+
+    def _cold(self, key, surrogate: Surrogate, data: Dataset):
+        z = _mcmc.initial_positions(key, surrogate, data, self.num_chains)
+        size = _mcmc.flat_size(jax.tree.map(lambda a: a[0], z))
+        eye = jnp.eye(size) if self.dense_mass else jnp.ones(size)
+        warm = {
+            "step_size": jnp.ones(self.num_chains),
+            # NumPyro keys the inverse mass matrix by the sorted site names.
+            "inverse_mass_matrix": {
+                tuple(sorted(z)): jnp.broadcast_to(eye, (self.num_chains, *eye.shape))
+            },
+        }
+        return z, warm
+
+    def _warm(self, init: Posterior | None, surrogate: Surrogate, z_cold, warm_cold):
+        if not self.warm_start or init is None or init.state is None:
+            return None
+        state = init.state
+        if init.surrogate is not surrogate or set(state) != {"z", "warm"}:
+            return None
+        same = jax.tree.map(lambda a, b: a.shape == b.shape, state["z"], z_cold)
+        same_warm = jax.tree.map(lambda a, b: a.shape == b.shape, state["warm"], warm_cold)
+        if jax.tree.structure(state["z"]) != jax.tree.structure(z_cold):
+            return None
+        if not all(jax.tree.leaves(same)) or not all(jax.tree.leaves(same_warm)):
+            return None
+        return state["z"], state["warm"]
+
+    def fit(
+        self,
+        key: jax.Array,
+        surrogate: Surrogate,
+        data: Dataset,
+        *,
+        init: Posterior | None = None,
+    ) -> Posterior:
+        """Sample the hyperparameter posterior of ``surrogate`` given ``data``.
+
+        Args:
+            key: PRNG key.
+            surrogate: the model to fit.
+            data: observations.
+            init: a previous posterior of the same surrogate to warm-start from
+                (ignored when ``warm_start`` is False or it is incompatible).
+
+        Returns:
+            A :class:`~ppbo.Posterior` with ``num_chains * (num_samples //
+            thinning)`` samples and per-draw NUTS statistics.
+
+        Example:
+            >>> # posterior = NUTS().fit(jax.random.key(0), surrogate, data)
+        """
+        key_init, key_run = jax.random.split(key)
+        z, warm = self._cold(key_init, surrogate, data)
+        previous = self._warm(init, surrogate, z, warm)
+        if previous is not None:
+            z, warm = previous
+        samples, stats, last = _mcmc.run_mcmc(
+            key_run,
+            surrogate,
+            data,
+            make_kernel=self._make_kernel,
+            record=_record,
+            init_z=z,
+            warm=warm,
+            num_chains=self.num_chains,
+            num_warmup=self.num_warmup,
+            num_samples=self.num_samples,
+            thinning=self.thinning,
+        )
+        stats["max_tree_depth"] = jnp.full(
+            stats["tree_depth"].shape, self.max_tree_depth, jnp.int32
+        )
+        state = {
+            "z": last.z,
+            "warm": {
+                "step_size": last.adapt_state.step_size,
+                "inverse_mass_matrix": last.adapt_state.inverse_mass_matrix,
+            },
+        }
+        return _mcmc.finish_posterior(
+            surrogate,
+            data,
+            samples,
+            stats,
+            num_chains=self.num_chains,
+            method="NUTS",
+            state=state,
+        )
