@@ -101,11 +101,11 @@ class MaskedMultivariateNormal(dist.Distribution):
     }
     support = constraints.real_vector
     reparametrized_params = ["loc", "covariance_matrix"]
-    pytree_data_fields = ("loc", "covariance_matrix", "mask")
+    pytree_data_fields = ("loc", "covariance_matrix", "obs_mask")
 
     def __init__(self, loc, covariance_matrix, mask, *, validate_args=None):
         self.loc = loc
-        self.mask = mask
+        self.obs_mask = mask
         self.covariance_matrix = masked_covariance(covariance_matrix, mask)
         super().__init__(
             batch_shape=(), event_shape=jnp.shape(loc), validate_args=validate_args
@@ -115,9 +115,9 @@ class MaskedMultivariateNormal(dist.Distribution):
         L = jnp.linalg.cholesky(self.covariance_matrix)
         eps = jax.random.normal(key, sample_shape + self.event_shape)
         draw = self.loc + eps @ L.T
-        return jnp.where(self.mask, draw, 0.0)
+        return jnp.where(self.obs_mask, draw, 0.0)
 
     def log_prob(self, value):
-        r = jnp.where(self.mask, value - self.loc, 0.0)
-        num = jnp.sum(self.mask).astype(r.dtype)
+        r = jnp.where(self.obs_mask, value - self.loc, 0.0)
+        num = jnp.sum(self.obs_mask).astype(r.dtype)
         return gaussian_log_density(self.covariance_matrix, r, num)

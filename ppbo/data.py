@@ -214,11 +214,12 @@ class Dataset:
 
     def unpadded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Return the real observations ``(X, y, task)`` as NumPy arrays."""
+        # Slice on the host: slicing a device array compiles once per n.
         n = self.n
         return (
-            np.asarray(self.X[:n]),
-            np.asarray(self.y[:n]),
-            np.asarray(self.task[:n]),
+            np.asarray(self.X)[:n],
+            np.asarray(self.y)[:n],
+            np.asarray(self.task)[:n],
         )
 
     def append(self, X: Any, y: Any, task: Any = None) -> Dataset:

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ppbo.data import Dataset
+from ppbo.linalg import cholesky
 
 __all__ = ["Surrogate", "Posterior", "Diagnostics", "DiagnosticWarning"]
 
@@ -139,6 +140,14 @@ def _predict_samples(posterior: Posterior, X: jax.Array, options: tuple) -> Any:
 _predict_jit = jax.jit(_predict_samples, static_argnames=("options",))
 
 
+@partial(jax.jit, static_argnames=("options",))
+def _marginal_jit(posterior: Posterior, X: jax.Array, options: tuple):
+    mean, var = _predict_samples(posterior, X, options)
+    mix_mean = jnp.mean(mean, axis=0)
+    mix_var = jnp.mean(var + mean**2, axis=0) - mix_mean**2
+    return mix_mean, jnp.maximum(mix_var, 0.0)
+
+
 @partial(jax.jit, static_argnames=("num", "options"))
 def _sample_f_jit(posterior: Posterior, key, X, num: int, options: tuple):
     surrogate = posterior.surrogate
@@ -146,8 +155,6 @@ def _sample_f_jit(posterior: Posterior, key, X, num: int, options: tuple):
 
     def one(key, params, cache):
         mean, cov = surrogate.predict_joint_one(params, posterior.data, X, cache, **kw)
-        from ppbo.linalg import cholesky
-
         L = cholesky(0.5 * (cov + cov.T))
         eps = jax.random.normal(key, (num, X.shape[0]), dtype=mean.dtype)
         return mean + eps @ L.T
@@ -304,10 +311,8 @@ class Posterior:
         Example:
             >>> # mean, var = posterior.predict_marginal(X)
         """
-        mean, var = self.predict(X, **options)
-        mix_mean = jnp.mean(mean, axis=0)
-        mix_var = jnp.mean(var + mean**2, axis=0) - mix_mean**2
-        return mix_mean, jnp.maximum(mix_var, 0.0)
+        X = _validate_X(X, self.data.dim)
+        return _marginal_jit(self, X, tuple(sorted(options.items())))
 
     def sample_f(self, key: jax.Array, X: Any, num: int, **options: Any) -> jax.Array:
         """Joint draws of the latent function at ``X`` for every hyperparameter sample.
@@ -372,6 +377,3 @@ jax.tree_util.register_pytree_node(
     Posterior, Posterior.tree_flatten, Posterior.tree_unflatten
 )
 
-
-def _as_numpy_samples(samples: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v) for k, v in samples.items()}

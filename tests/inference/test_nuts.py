@@ -1,0 +1,83 @@
+import jax
+import numpy as np
+import pytest
+
+import ppbo
+from ppbo.models import gp
+
+RNG = np.random.default_rng(3)
+X = RNG.random((12, 2))
+Y = np.sin(5 * X[:, 0]) * np.cos(3 * X[:, 1])
+Y = (Y - Y.mean()) / Y.std()
+SMALL = ppbo.NUTS(num_warmup=40, num_samples=40, max_tree_depth=5)
+
+
+def test_refit_in_same_bucket_does_not_compile(compile_counter):
+    surrogate = gp.surrogate()
+    data = ppbo.Dataset(X[:10], Y[:10])
+    first = ppbo.fit(surrogate, data, SMALL, jax.random.key(0))
+    first.predict(X[:3])
+    first.predict_marginal(X[:3])
+    grown = data.append(X[10], Y[10])
+    assert grown.capacity == data.capacity
+    with compile_counter.measure():
+        second = ppbo.fit(surrogate, grown, SMALL, jax.random.key(1), init=first)
+        second.predict(X[:3])
+        third = ppbo.fit(surrogate, grown.append(X[11], Y[11]), SMALL, jax.random.key(2))
+        third.predict_marginal(X[:3])
+    assert compile_counter.count == 0
+    assert second.num_samples == 40 and second.data.n == 11
+
+
+def test_warm_start_reuses_adaptation():
+    surrogate = gp.surrogate()
+    data = ppbo.Dataset(X, Y)
+    first = ppbo.fit(surrogate, data, SMALL, jax.random.key(0))
+    step = np.asarray(first.state["warm"]["step_size"])
+    assert step.shape == (1,) and np.all(step > 0) and np.all(step != 1.0)
+    cold = SMALL._cold(jax.random.key(0), surrogate, data)
+    warm = SMALL._warm(first, surrogate, *cold)
+    assert warm is not None
+    np.testing.assert_array_equal(warm[1]["step_size"], step)
+    # another surrogate object, or warm_start=False, gives a cold start
+    assert SMALL._warm(first, gp.surrogate(), *cold) is None
+    no_warm = ppbo.NUTS(num_warmup=40, num_samples=40, warm_start=False)
+    assert no_warm._warm(first, surrogate, *cold) is None
+
+
+def test_chains_thinning_and_sample_stats():
+    config = ppbo.NUTS(num_warmup=30, num_samples=40, thinning=2, num_chains=2)
+    posterior = ppbo.fit(gp.surrogate(), ppbo.Dataset(X, Y), config, jax.random.key(4))
+    assert posterior.num_samples == 40 and posterior.num_chains == 2
+    assert posterior.samples["lengthscale"].shape == (40, 2)
+    for name in ("diverging", "tree_depth", "n_steps", "energy", "step_size", "lp"):
+        assert posterior.sample_stats[name].shape == (40,)
+    depth = np.asarray(posterior.sample_stats["tree_depth"])
+    steps = np.asarray(posterior.sample_stats["n_steps"])
+    assert np.all(steps <= 2**depth - 1) and np.all(steps >= 2 ** (depth - 1))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"num_samples": 0}, "num_samples must be an integer >= 1"),
+        ({"num_warmup": -1}, "num_warmup must be an integer >= 0"),
+        ({"num_chains": 1.5}, "num_chains must be an integer"),
+        ({"thinning": 5, "num_samples": 4}, "must be >= thinning=5"),
+        ({"max_tree_depth": 0}, "max_tree_depth must be in"),
+        ({"target_accept_prob": 1.0}, "target_accept_prob must be in"),
+    ],
+)
+def test_bad_config(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ppbo.NUTS(**kwargs)
+
+
+def test_fit_argument_errors():
+    data = ppbo.Dataset(X, Y)
+    with pytest.raises(TypeError, match="surrogate must be a ppbo.Surrogate"):
+        ppbo.fit(lambda d: None, data, SMALL, jax.random.key(0))
+    with pytest.raises(TypeError, match="data must be a ppbo.Dataset"):
+        ppbo.fit(gp.surrogate(), (X, Y), SMALL, jax.random.key(0))
+    with pytest.raises(TypeError, match="inference must have a fit method"):
+        ppbo.fit(gp.surrogate(), data, "nuts", jax.random.key(0))
