@@ -13,7 +13,7 @@ from ppbo.data import Dataset
 from ppbo.inference.fixed import Fixed
 from ppbo.inference.map import MAP
 from ppbo.inference.nuts import NUTS
-from ppbo.inference.slice_fit import Slice, SliceKernel
+from ppbo.inference.slice import Slice, SliceKernel
 from ppbo.surrogate import Posterior, Surrogate
 
 __all__ = ["Inference", "fit", "NUTS", "Slice", "SliceKernel", "MAP", "Fixed"]
