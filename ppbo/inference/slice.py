@@ -610,7 +610,10 @@ class Slice:
         key_init, key_run = jax.random.split(key)
         z = _mcmc.initial_positions(key_init, surrogate, data, self.num_chains)
         size = _mcmc.flat_size(jax.tree.map(lambda a: a[0], z))
-        warm = {"width": jnp.full((self.num_chains, size), float(self.width))}
+        # An explicit dtype: a weakly typed array would retrace against the
+        # strongly typed widths of a warm start.
+        width = jnp.full((self.num_chains, size), float(self.width), dtype=jnp.float64)
+        warm = {"width": width}
         if self.warm_start and init is not None and init.surrogate is surrogate:
             state = init.state or {}
             if (
