@@ -159,7 +159,7 @@ def diagnose(posterior: Posterior) -> Diagnostics:
             draws = _by_chain(value, chains)
             rhat[name] = _site_stat(_split_rhat, draws, max)
             ess_bulk[name] = _site_stat(lambda x: az.ess(x, method="bulk"), draws, min)
-            ess_tail[name] = _site_stat(lambda x: az.ess(x, method="tail"), draws, min)
+            ess_tail[name] = _site_stat(lambda x: az.ess(x, method="tail", prob=(0.05, 0.95)), draws, min)
             if rhat[name] > RHAT_MAX:
                 messages.append(
                     f"R-hat of {name!r} is {rhat[name]:.3f} > {RHAT_MAX}: chains have "
