@@ -66,7 +66,9 @@ def default_priors(d: int) -> dict[str, dist.Distribution]:
         ['lengthscale', 'mean', 'mean_weights', 'noise', 'outputscale']
     """
     return {
-        "lengthscale": dist.LogNormal(math.sqrt(2.0) + 0.5 * math.log(d), math.sqrt(3.0)),
+        "lengthscale": dist.LogNormal(
+            math.sqrt(2.0) + 0.5 * math.log(d), math.sqrt(3.0)
+        ),
         "outputscale": dist.LogNormal(0.0, 1.0),
         "noise": dist.LogNormal(-4.0, 1.0),
         "mean": dist.Normal(0.0, 1.0),
@@ -101,7 +103,9 @@ def build_kernel(config_kernel, params: Mapping[str, jax.Array]) -> Kernel:
     return params["outputscale"] * base(params["lengthscale"])
 
 
-def mean_function(kind: str, params: Mapping[str, jax.Array], X: jax.Array) -> jax.Array:
+def mean_function(
+    kind: str, params: Mapping[str, jax.Array], X: jax.Array
+) -> jax.Array:
     """Prior mean at ``X`` (m, d) for a mean ``kind`` in :data:`MEANS`.
 
     Example:
@@ -198,7 +202,9 @@ def surrogate(
         'gp(rbf, constant)'
     """
     if isinstance(kernel, str) and kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {sorted(KERNELS)} or a callable, got {kernel!r}")
+        raise ValueError(
+            f"kernel must be one of {sorted(KERNELS)} or a callable, got {kernel!r}"
+        )
     if not isinstance(kernel, str) and not callable(kernel):
         raise ValueError(f"kernel must be a name or a callable, got {kernel!r}")
     if mean not in MEANS:
@@ -207,13 +213,17 @@ def surrogate(
     known = set(default_priors(1))
     for name, prior in priors.items():
         if name not in known:
-            raise ValueError(f"priors has unknown site {name!r}; known sites: {sorted(known)}")
+            raise ValueError(
+                f"priors has unknown site {name!r}; known sites: {sorted(known)}"
+            )
         if not isinstance(prior, dist.Distribution):
             raise ValueError(
                 f"priors[{name!r}] must be a numpyro Distribution, got {prior!r}"
             )
     config = _Config(kernel=kernel, mean=mean, priors=priors)
-    kernel_name = kernel if isinstance(kernel, str) else getattr(kernel, "__name__", "custom")
+    kernel_name = (
+        kernel if isinstance(kernel, str) else getattr(kernel, "__name__", "custom")
+    )
     return Surrogate(
         model=partial(_model, config=config),
         predict=partial(_predict, config=config),
@@ -226,4 +236,3 @@ def surrogate(
             "kernel_name": kernel_name,
         },
     )
-

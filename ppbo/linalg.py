@@ -79,7 +79,9 @@ def check_factor(factor: jax.Array, what: str = "the kernel matrix") -> None:
     """
     bad = ~np.isfinite(np.asarray(factor))
     if bad.any():
-        batch = np.argwhere(bad.reshape(bad.shape[: max(bad.ndim - 2, 0)] + (-1,)).any(-1))
+        batch = np.argwhere(
+            bad.reshape(bad.shape[: max(bad.ndim - 2, 0)] + (-1,)).any(-1)
+        )
         where = f" for posterior sample {int(batch[0][0])}" if batch.size else ""
         raise CholeskyError(
             f"Cholesky factorisation of {what} failed{where} even with jitter up to "

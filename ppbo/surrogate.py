@@ -18,7 +18,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ppbo.data import Dataset
 from ppbo.linalg import cholesky
@@ -376,4 +375,3 @@ class Posterior:
 jax.tree_util.register_pytree_node(
     Posterior, Posterior.tree_flatten, Posterior.tree_unflatten
 )
-

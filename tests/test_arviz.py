@@ -66,7 +66,9 @@ def test_diagnostics_report_and_warn(posterior):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         posterior.diagnostics()
-    assert caught and all(issubclass(w.category, ppbo.DiagnosticWarning) for w in caught)
+    assert caught and all(
+        issubclass(w.category, ppbo.DiagnosticWarning) for w in caught
+    )
 
 
 def test_diagnostics_flag_stuck_chains_and_never_crash(posterior):
@@ -76,7 +78,11 @@ def test_diagnostics_flag_stuck_chains_and_never_crash(posterior):
         + 0.01 * RNG.standard_normal(100)
     }
     broken = ppbo.Posterior(
-        posterior.surrogate, samples, posterior.data, num_chains=2, method="NUTS",
+        posterior.surrogate,
+        samples,
+        posterior.data,
+        num_chains=2,
+        method="NUTS",
         sample_stats={
             "diverging": np.array([True] * 3 + [False] * 97),
             "tree_depth": np.full(100, 8),

@@ -56,7 +56,11 @@ def test_pytree_round_trip_under_jit():
         (np.zeros((0, 2)), np.zeros(0), "X is empty"),
         (np.zeros(3), np.zeros(3), r"X must have shape \(n, d\)"),
         (np.zeros((3, 2)), np.zeros(2), r"y must have shape \(3,\)"),
-        (np.zeros((3, 2), np.float32), np.zeros(3), "X must be float64, got dtype float32"),
+        (
+            np.zeros((3, 2), np.float32),
+            np.zeros(3),
+            "X must be float64, got dtype float32",
+        ),
         (np.zeros((3, 2)), np.zeros(3, np.float32), "y must be float64"),
         (np.array([[0.0, np.nan]]), np.zeros(1), r"X\[0, 1\] = nan"),
         (np.zeros((2, 1)), np.array([1.0, np.inf]), r"y\[1\] = inf"),

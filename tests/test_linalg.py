@@ -9,7 +9,9 @@ from ppbo.linalg import JITTERS, CholeskyError, check_factor, cholesky
 def test_matches_numpy_on_positive_definite():
     A = np.random.default_rng(0).random((6, 6))
     K = A @ A.T + 6 * np.eye(6)
-    np.testing.assert_allclose(cholesky(jnp.asarray(K)), np.linalg.cholesky(K), atol=1e-12)
+    np.testing.assert_allclose(
+        cholesky(jnp.asarray(K)), np.linalg.cholesky(K), atol=1e-12
+    )
 
 
 def test_escalates_jitter_on_singular_matrix():

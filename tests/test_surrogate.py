@@ -13,8 +13,8 @@ from ppbo.models import gp
 from ppbo.models.gaussian import MaskedMultivariateNormal, masked_covariance
 
 RNG = np.random.default_rng(5)
-X = np.sort(RNG.random(14))[:, None]
-Y = np.sin(2 * np.pi * X[:, 0] / 0.25) + 0.05 * RNG.standard_normal(14)
+X = np.sort(RNG.random(40))[:, None]
+Y = np.sin(2 * np.pi * X[:, 0] / 0.25) + 0.05 * RNG.standard_normal(40)
 
 
 def _periodic(A, B, params):
@@ -26,17 +26,25 @@ def _periodic(A, B, params):
 
 def periodic_model(data):
     params = {
-        "lengthscale": numpyro.sample("lengthscale", dist.LogNormal(0.0, 0.5).expand([1]).to_event(1)),
+        "lengthscale": numpyro.sample(
+            "lengthscale", dist.LogNormal(0.0, 0.5).expand([1]).to_event(1)
+        ),
         "outputscale": numpyro.sample("outputscale", dist.LogNormal(0.0, 1.0)),
-        "period": numpyro.sample("period", dist.Uniform(0.15, 0.4)),
+        "period": numpyro.sample("period", dist.Uniform(0.2, 0.35)),
         "noise": numpyro.sample("noise", dist.LogNormal(-4.0, 1.0)),
     }
-    K = _periodic(data.X, data.X, params) + (params["noise"] + 1e-6) * jnp.eye(len(data.y))
-    numpyro.sample("y", MaskedMultivariateNormal(jnp.zeros_like(data.y), K, data.mask), obs=data.y)
+    K = _periodic(data.X, data.X, params) + (params["noise"] + 1e-6) * jnp.eye(
+        len(data.y)
+    )
+    numpyro.sample(
+        "y", MaskedMultivariateNormal(jnp.zeros_like(data.y), K, data.mask), obs=data.y
+    )
 
 
 def periodic_prepare(params, data):
-    K = _periodic(data.X, data.X, params) + (params["noise"] + 1e-6) * jnp.eye(len(data.y))
+    K = _periodic(data.X, data.X, params) + (params["noise"] + 1e-6) * jnp.eye(
+        len(data.y)
+    )
     L = jnp.linalg.cholesky(masked_covariance(K, data.mask))
     return {"L": L, "alpha": cho_solve((L, True), jnp.where(data.mask, data.y, 0.0))}
 
@@ -49,7 +57,9 @@ def periodic_predict(params, data, X, cache):
 
 def test_user_defined_surrogate_fits_and_predicts():
     surrogate = ppbo.Surrogate(
-        model=periodic_model, predict=periodic_predict, prepare=periodic_prepare,
+        model=periodic_model,
+        predict=periodic_predict,
+        prepare=periodic_prepare,
         name="periodic",
     )
     data = ppbo.Dataset(X, Y)
@@ -102,12 +112,16 @@ def test_sample_f_has_the_posterior_covariance():
     assert draws.shape == (2, num, 3)
     surrogate = posterior.surrogate
     for i in range(2):
-        params = jax.tree.map(lambda a: a[i], posterior.samples)
-        cache = jax.tree.map(lambda a: a[i], posterior.cache)
-        mean, cov = surrogate.predict_joint(params, posterior.data, jnp.asarray(Xs), cache)
+        params = jax.tree.map(lambda a, i=i: a[i], posterior.samples)
+        cache = jax.tree.map(lambda a, i=i: a[i], posterior.cache)
+        mean, cov = surrogate.predict_joint(
+            params, posterior.data, jnp.asarray(Xs), cache
+        )
         mean, cov = np.asarray(mean), np.asarray(cov)
         sd = np.sqrt(np.diag(cov))
-        np.testing.assert_array_less(np.abs(draws[i].mean(0) - mean), 5 * sd / np.sqrt(num) + 1e-9)
+        np.testing.assert_array_less(
+            np.abs(draws[i].mean(0) - mean), 5 * sd / np.sqrt(num) + 1e-9
+        )
         # standard error of a sample covariance: sqrt((s_ii s_jj + s_ij^2) / num)
         se = np.sqrt((np.outer(sd**2, sd**2) + cov**2) / num)
         np.testing.assert_array_less(np.abs(np.cov(draws[i].T) - cov), 5 * se + 1e-9)
@@ -118,9 +132,14 @@ def test_posterior_is_a_pytree_and_validates_inputs():
     leaves, treedef = jax.tree.flatten(posterior)
     rebuilt = jax.tree.unflatten(treedef, leaves)
     assert isinstance(rebuilt, ppbo.Posterior) and rebuilt.num_samples == 2
-    out = jax.jit(lambda p, x: p.surrogate.predict_one(
-        jax.tree.map(lambda a: a[0], p.samples), p.data, x,
-        jax.tree.map(lambda a: a[0], p.cache)))(posterior, jnp.zeros((2, 1)))
+    out = jax.jit(
+        lambda p, x: p.surrogate.predict_one(
+            jax.tree.map(lambda a: a[0], p.samples),
+            p.data,
+            x,
+            jax.tree.map(lambda a: a[0], p.cache),
+        )
+    )(posterior, jnp.zeros((2, 1)))
     assert out[0].shape == (2,)
     with pytest.raises(ValueError, match=r"X must have shape \(m, 1\)"):
         posterior.predict(np.zeros((3, 2)))

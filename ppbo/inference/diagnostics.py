@@ -83,7 +83,11 @@ def to_arviz(posterior: Posterior) -> Any:
     X, y, task = posterior.data.unpadded()
     observed = {"y": y}
     constant = {"X": X, "task": task}
-    groups = {"posterior": samples, "observed_data": observed, "constant_data": constant}
+    groups = {
+        "posterior": samples,
+        "observed_data": observed,
+        "constant_data": constant,
+    }
     if stats:
         groups["sample_stats"] = stats
     dims = {"X": ["observation", "input_dim"], "y": ["observation"]}
@@ -159,7 +163,9 @@ def diagnose(posterior: Posterior) -> Diagnostics:
             draws = _by_chain(value, chains)
             rhat[name] = _site_stat(_split_rhat, draws, max)
             ess_bulk[name] = _site_stat(lambda x: az.ess(x, method="bulk"), draws, min)
-            ess_tail[name] = _site_stat(lambda x: az.ess(x, method="tail", prob=(0.05, 0.95)), draws, min)
+            ess_tail[name] = _site_stat(
+                lambda x: az.ess(x, method="tail", prob=(0.05, 0.95)), draws, min
+            )
             if rhat[name] > RHAT_MAX:
                 messages.append(
                     f"R-hat of {name!r} is {rhat[name]:.3f} > {RHAT_MAX}: chains have "
@@ -173,7 +179,9 @@ def diagnose(posterior: Posterior) -> Diagnostics:
                         "posterior expectations are noisy; draw more samples"
                     )
     stats = posterior.sample_stats
-    divergences = int(np.sum(np.asarray(stats["diverging"]))) if "diverging" in stats else 0
+    divergences = (
+        int(np.sum(np.asarray(stats["diverging"]))) if "diverging" in stats else 0
+    )
     depth_hits = 0
     if "tree_depth" in stats and "max_tree_depth" in stats:
         depth = np.asarray(stats["tree_depth"])

@@ -52,7 +52,9 @@ class Fixed:
 
     def __post_init__(self) -> None:
         if not isinstance(self.params, Mapping):
-            raise ValueError(f"params must be a mapping of site -> value, got {self.params!r}")
+            raise ValueError(
+                f"params must be a mapping of site -> value, got {self.params!r}"
+            )
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
 
     def __hash__(self) -> int:

@@ -32,7 +32,10 @@ def _optimise(key, data: Dataset, surrogate: Surrogate, config: MAP):
 
     def start(key):
         info = initialize_model(
-            key, surrogate.model, init_strategy=init_to_sample, model_args=args,
+            key,
+            surrogate.model,
+            init_strategy=init_to_sample,
+            model_args=args,
             model_kwargs=kwargs,
         )
         return info.param_info.z
@@ -44,12 +47,16 @@ def _optimise(key, data: Dataset, surrogate: Surrogate, config: MAP):
         return constrain_fn(surrogate.model, args, kwargs, z)
 
     def objective(flat):
-        value, _ = log_density(surrogate.model, args, kwargs, constrained(unravel(flat)))
+        value, _ = log_density(
+            surrogate.model, args, kwargs, constrained(unravel(flat))
+        )
         return jnp.where(jnp.isfinite(value), -value, jnp.inf)
 
     def solve(z):
         flat = ravel_pytree(z)[0]
-        result = minimize(objective, flat, method="BFGS", options={"maxiter": config.max_iterations})
+        result = minimize(
+            objective, flat, method="BFGS", options={"maxiter": config.max_iterations}
+        )
         return result.x, result.fun
 
     xs, values = jax.vmap(solve)(z0)
@@ -87,7 +94,10 @@ class MAP:
         Raises:
             FloatingPointError: if no restart reached a finite objective.
         """
-        params, values = _optimise(key, data, surrogate, self)
+        with _mcmc.small_blas(data.capacity):
+            params, values = jax.block_until_ready(
+                _optimise(key, data, surrogate, self)
+            )
         values = np.asarray(values)
         if not np.isfinite(values).any():
             raise FloatingPointError(

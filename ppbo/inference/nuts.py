@@ -76,7 +76,9 @@ class NUTS:
             value = getattr(self, name)
             minimum = 0 if name == "num_warmup" else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+                raise ValueError(
+                    f"{name} must be an integer >= {minimum}, got {value!r}"
+                )
         if self.num_samples < self.thinning:
             raise ValueError(
                 f"num_samples={self.num_samples} must be >= thinning={self.thinning}"
@@ -87,8 +89,7 @@ class NUTS:
             )
         if not 0.0 < float(self.target_accept_prob) < 1.0:
             raise ValueError(
-                "target_accept_prob must be in (0, 1), got "
-                f"{self.target_accept_prob!r}"
+                f"target_accept_prob must be in (0, 1), got {self.target_accept_prob!r}"
             )
 
     def _make_kernel(self, model, warm):
@@ -121,7 +122,9 @@ class NUTS:
         if init.surrogate is not surrogate or set(state) != {"z", "warm"}:
             return None
         same = jax.tree.map(lambda a, b: a.shape == b.shape, state["z"], z_cold)
-        same_warm = jax.tree.map(lambda a, b: a.shape == b.shape, state["warm"], warm_cold)
+        same_warm = jax.tree.map(
+            lambda a, b: a.shape == b.shape, state["warm"], warm_cold
+        )
         if jax.tree.structure(state["z"]) != jax.tree.structure(z_cold):
             return None
         if not all(jax.tree.leaves(same)) or not all(jax.tree.leaves(same_warm)):

@@ -17,11 +17,15 @@ def test_nuts_and_slice_agree_on_gp_hyperparameters():
     data = ppbo.Dataset(X, (y - y.mean()) / y.std())
     surrogate = gp.surrogate(kernel="rbf")
     nuts = ppbo.fit(
-        surrogate, data, ppbo.NUTS(num_warmup=300, num_samples=600, num_chains=2),
+        surrogate,
+        data,
+        ppbo.NUTS(num_warmup=300, num_samples=600, num_chains=2),
         jax.random.key(0),
     )
     slice_ = ppbo.fit(
-        surrogate, data, ppbo.Slice(num_warmup=300, num_samples=600, num_chains=2),
+        surrogate,
+        data,
+        ppbo.Slice(num_warmup=300, num_samples=600, num_chains=2),
         jax.random.key(1),
     )
     for site in ("lengthscale", "outputscale", "noise", "mean"):
@@ -46,7 +50,9 @@ def test_slice_refit_in_same_bucket_does_not_compile(compile_counter):
     data = ppbo.Dataset(X[:10], y[:10])
     first = ppbo.fit(surrogate, data, config, jax.random.key(0))
     with compile_counter.measure():
-        second = ppbo.fit(surrogate, data.append(X[10], y[10]), config, jax.random.key(1), init=first)
+        second = ppbo.fit(
+            surrogate, data.append(X[10], y[10]), config, jax.random.key(1), init=first
+        )
     assert compile_counter.count == 0
     assert second.method == "Slice" and second.num_samples == 10
     assert second.sample_stats["num_evals"].shape == (10,)

@@ -60,8 +60,12 @@ def test_fixed_validates_sites_shapes_and_values():
         )
     with pytest.raises(ValueError, match=r"unknown \['lengthscales'\]"):
         ppbo.Fixed({**good, "lengthscales": 1.0}).fit(None, gp.surrogate(), data)
-    with pytest.raises(ValueError, match=r"params\['lengthscale'\] must have shape \(2,\)"):
-        ppbo.Fixed({**good, "lengthscale": [1.0, 2.0, 3.0]}).fit(None, gp.surrogate(), data)
+    with pytest.raises(
+        ValueError, match=r"params\['lengthscale'\] must have shape \(2,\)"
+    ):
+        ppbo.Fixed({**good, "lengthscale": [1.0, 2.0, 3.0]}).fit(
+            None, gp.surrogate(), data
+        )
     with pytest.raises(ValueError, match=r"params\['noise'\] must be finite"):
         ppbo.Fixed({**good, "noise": np.nan}).fit(None, gp.surrogate(), data)
 

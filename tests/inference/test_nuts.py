@@ -23,7 +23,9 @@ def test_refit_in_same_bucket_does_not_compile(compile_counter):
     with compile_counter.measure():
         second = ppbo.fit(surrogate, grown, SMALL, jax.random.key(1), init=first)
         second.predict(X[:3])
-        third = ppbo.fit(surrogate, grown.append(X[11], Y[11]), SMALL, jax.random.key(2))
+        third = ppbo.fit(
+            surrogate, grown.append(X[11], Y[11]), SMALL, jax.random.key(2)
+        )
         third.predict_marginal(X[:3])
     assert compile_counter.count == 0
     assert second.num_samples == 40 and second.data.n == 11

@@ -70,8 +70,12 @@ def test_predictions_match_dense_solve(mean):
 def test_padded_equals_unpadded():
     surrogate = gp.surrogate()
     fixed = ppbo.Fixed(PARAMS)
-    tight = ppbo.fit(surrogate, ppbo.Dataset(X, Y, capacity=N), fixed, jax.random.key(0))
-    padded = ppbo.fit(surrogate, ppbo.Dataset(X, Y, capacity=40), fixed, jax.random.key(0))
+    tight = ppbo.fit(
+        surrogate, ppbo.Dataset(X, Y, capacity=N), fixed, jax.random.key(0)
+    )
+    padded = ppbo.fit(
+        surrogate, ppbo.Dataset(X, Y, capacity=40), fixed, jax.random.key(0)
+    )
     for a, b in zip(tight.predict(XS), padded.predict(XS), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
     # the log joint density (and so every sampler) is the same too
@@ -92,9 +96,13 @@ def test_log_likelihood_matches_scipy_and_autodiff_gradient():
 
     def plain(K, r):
         sign, logdet = jnp.linalg.slogdet(K)
-        return -0.5 * r @ jnp.linalg.solve(K, r) - 0.5 * logdet - 3.5 * jnp.log(2 * jnp.pi)
+        return (
+            -0.5 * r @ jnp.linalg.solve(K, r) - 0.5 * logdet - 3.5 * jnp.log(2 * jnp.pi)
+        )
 
-    gK, gr = jax.grad(gaussian_log_density, argnums=(0, 1))(jnp.asarray(K), jnp.asarray(r), 7.0)
+    gK, gr = jax.grad(gaussian_log_density, argnums=(0, 1))(
+        jnp.asarray(K), jnp.asarray(r), 7.0
+    )
     eK, er = jax.grad(plain, argnums=(0, 1))(jnp.asarray(K), jnp.asarray(r))
     # a symmetric matrix's gradient is defined up to its antisymmetric part
     np.testing.assert_allclose(gK + gK.T, eK + eK.T, rtol=1e-8, atol=1e-10)
@@ -135,9 +143,13 @@ def test_prior_override_and_errors():
 def test_kernel_builder_for_sums():
     from ppbo.models.kernels import Linear, Matern52
 
-    surrogate = gp.surrogate(kernel=lambda ell: Matern52(ell) + Linear(ell), mean="zero")
+    surrogate = gp.surrogate(
+        kernel=lambda ell: Matern52(ell) + Linear(ell), mean="zero"
+    )
     params = {k: v for k, v in PARAMS.items() if k != "mean"}
-    posterior = ppbo.fit(surrogate, ppbo.Dataset(X, Y), ppbo.Fixed(params), jax.random.key(0))
+    posterior = ppbo.fit(
+        surrogate, ppbo.Dataset(X, Y), ppbo.Fixed(params), jax.random.key(0)
+    )
     ell, scale = PARAMS["lengthscale"], PARAMS["outputscale"]
 
     def k(A, B):

@@ -63,7 +63,9 @@ def test_pytree_round_trip_jit_and_finite_gradients(name):
     out = jax.jit(lambda k: k.matrix(X1, X1))(k)
     np.testing.assert_allclose(out, _reference(name, X1, X1), rtol=1e-10, atol=1e-12)
     # gradients w.r.t. the lengthscale stay finite on the diagonal (r = 0)
-    grad = jax.grad(lambda ell: KERNELS[name](ell).matrix(X1, X1).sum())(jnp.asarray(ELL))
+    grad = jax.grad(lambda ell: KERNELS[name](ell).matrix(X1, X1).sum())(
+        jnp.asarray(ELL)
+    )
     assert np.all(np.isfinite(grad))
 
 
@@ -74,7 +76,9 @@ def test_composition():
     assert isinstance(2.0 * a, Scaled) and isinstance(a * 2.0, Scaled)
     np.testing.assert_allclose((a + b).matrix(X1, X2), ka + kb, rtol=1e-10)
     np.testing.assert_allclose((a * b).matrix(X1, X2), ka * kb, rtol=1e-10)
-    np.testing.assert_allclose((0.5 * a + b).evaluate(X1[1], X2[2]), 0.5 * ka[1, 2] + kb[1, 2])
+    np.testing.assert_allclose(
+        (0.5 * a + b).evaluate(X1[1], X2[2]), 0.5 * ka[1, 2] + kb[1, 2]
+    )
     np.testing.assert_allclose((a * b).diag(X1), np.diag(_reference("linear", X1, X1)))
     composite = jax.jit(lambda k: k.matrix(X1, X2))(0.5 * a + a * b)
     np.testing.assert_allclose(composite, 0.5 * ka + ka * kb, rtol=1e-10)
