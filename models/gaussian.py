@@ -29,7 +29,7 @@ def masked_covariance(K: jax.Array, mask: jax.Array) -> jax.Array:
         >>> import jax.numpy as jnp
         >>> masked_covariance(2 * jnp.ones((2, 2)), jnp.array([True, False]))
         Array([[2., 0.],
-               [0., 1.]], dtype=float32)
+               [0., 1.]], dtype=float64)
     """
     both = mask[:, None] & mask[None, :]
     return jnp.where(both, K, jnp.eye(K.shape[-1], dtype=K.dtype))

@@ -111,7 +111,7 @@ def mean_function(
     Example:
         >>> import jax.numpy as jnp
         >>> mean_function("constant", {"mean": 0.5}, jnp.zeros((2, 1)))
-        Array([0.5, 0.5], dtype=float32)
+        Array([0.5, 0.5], dtype=float64)
     """
     if kind == "zero":
         return jnp.zeros(X.shape[0], dtype=X.dtype)

@@ -62,7 +62,7 @@ def scaled_sq_dist(X1: jax.Array, X2: jax.Array, lengthscale: jax.Array) -> jax.
     Example:
         >>> import jax.numpy as jnp
         >>> scaled_sq_dist(jnp.zeros((1, 2)), jnp.ones((1, 2)), jnp.ones(2))
-        Array([[2.]], dtype=float32)
+        Array([[2.]], dtype=float64)
     """
     A = X1 / lengthscale
     B = A if X2 is X1 else X2 / lengthscale

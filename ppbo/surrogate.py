@@ -47,6 +47,9 @@ class Surrogate:
             (mean, cov)`` with ``cov`` of shape (m, m); needed by
             :meth:`Posterior.sample_f`.
         name: label used in reprs and storage.
+        check_data: optional host-side ``check_data(data)`` that raises a
+            ``ValueError`` for data the model cannot use (e.g. unknown task ids);
+            :func:`ppbo.fit` calls it before compiling anything.
         options: keyword arguments passed to ``model`` (static values).
         extras: named per-model pieces some acquisitions need (kernel builders,
             spectral densities); documented by the model file that sets them.
@@ -66,6 +69,7 @@ class Surrogate:
     prepare: Callable[[Params, Dataset], Any] | None = None
     predict_joint: Callable[..., tuple[jax.Array, jax.Array]] | None = None
     name: str = "custom"
+    check_data: Callable[[Dataset], None] | None = None
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     extras: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -195,9 +199,14 @@ class Posterior:
             inverse mass matrix per chain); None for other methods.
 
     Example:
-        >>> # posterior = ppbo.fit(surrogate, data, ppbo.NUTS(), jax.random.key(0))
-        >>> # mean, var = posterior.predict(X)             # (s, m) each
-        >>> # mean, var = posterior.predict_marginal(X)    # (m,) each
+        >>> from ppbo.models import gp  # data: a Dataset with d = 2
+        >>> surrogate = gp.surrogate()
+        >>> posterior = ppbo.fit(surrogate, data, ppbo.MAP(), jax.random.key(0))
+        >>> X = np.array([[0.5, 0.5], [0.1, 0.9]])
+        >>> [a.shape for a in posterior.predict(X)]           # per sample
+        [(1, 2), (1, 2)]
+        >>> [a.shape for a in posterior.predict_marginal(X)]  # mixture
+        [(2,), (2,)]
     """
 
     __slots__ = (
@@ -263,7 +272,8 @@ class Posterior:
         """Return the posterior restricted to the single sample ``index``.
 
         Example:
-            >>> # posterior.sample(0).num_samples == 1
+            >>> posterior.sample(0).num_samples
+            1
         """
         s = self.num_samples
         if not -s <= int(index) < s:
@@ -293,7 +303,9 @@ class Posterior:
             ``(mean, var)``, each of shape (s, m).
 
         Example:
-            >>> # mean, var = posterior.predict(jnp.array([[0.5, 0.5]]))
+            >>> mean, var = posterior.predict(np.array([[0.5, 0.5]]))
+            >>> mean.shape == (posterior.num_samples, 1)
+            True
         """
         X = _validate_X(X, self.data.dim)
         return _predict_jit(self, X, tuple(sorted(options.items())))
@@ -308,7 +320,9 @@ class Posterior:
             ``(mean, var)``, each of shape (m,).
 
         Example:
-            >>> # mean, var = posterior.predict_marginal(X)
+            >>> mean, var = posterior.predict_marginal(np.array([[0.5, 0.5]]))
+            >>> mean.shape, bool(var[0] >= 0)
+            ((1,), True)
         """
         X = _validate_X(X, self.data.dim)
         return _marginal_jit(self, X, tuple(sorted(options.items())))
@@ -329,7 +343,10 @@ class Posterior:
             TypeError: if the surrogate has no ``predict_joint``.
 
         Example:
-            >>> # f = posterior.sample_f(jax.random.key(1), X, num=16)
+            >>> X = np.array([[0.5, 0.5]])
+            >>> f = posterior.sample_f(jax.random.key(1), X, num=16)
+            >>> f.shape == (posterior.num_samples, 16, 1)
+            True
         """
         X = _validate_X(X, self.data.dim)
         if self.surrogate.predict_joint is None:
@@ -348,7 +365,7 @@ class Posterior:
         records them) and ``observed_data`` (the unpadded y and X).
 
         Example:
-            >>> # idata = posterior.to_arviz(); az.summary(idata)
+            >>> idata = posterior.to_arviz()  # az.summary(idata) for sampled posteriors
         """
         from ppbo.inference.diagnostics import to_arviz
 
@@ -361,7 +378,9 @@ class Posterior:
         ``Diagnostics.warnings``; this never raises on degenerate samples.
 
         Example:
-            >>> # report = posterior.diagnostics(); report.rhat["lengthscale"]
+            >>> report = posterior.diagnostics()
+            >>> report.num_divergences
+            0
         """
         from ppbo.inference.diagnostics import diagnose
 

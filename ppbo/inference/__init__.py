@@ -49,6 +49,7 @@ def fit(
 
     Raises:
         TypeError: for arguments of the wrong type.
+        ValueError: from ``surrogate.check_data`` for data the model cannot use.
 
     Example:
         >>> import jax, numpy as np, ppbo
@@ -65,6 +66,8 @@ def fit(
         raise TypeError(f"data must be a ppbo.Dataset, got {type(data).__name__}")
     if not callable(getattr(inference, "fit", None)):
         raise TypeError(f"inference must have a fit method, got {inference!r}")
+    if surrogate.check_data is not None:
+        surrogate.check_data(data)
     if init is not None and isinstance(inference, (NUTS, Slice)):
         return inference.fit(key, surrogate, data, init=init)
     return inference.fit(key, surrogate, data)

@@ -65,7 +65,7 @@ def to_arviz(posterior: Posterior) -> Any:
         ``observed_data``.
 
     Example:
-        >>> # import arviz as az; az.summary(to_arviz(posterior))
+        >>> idata = to_arviz(posterior)  # then az.summary(idata), az.plot_trace(idata)
     """
     import arviz as az
 
@@ -146,7 +146,8 @@ def diagnose(posterior: Posterior) -> Diagnostics:
         ``RHAT_MAX`` = 1.01 or below ``ESS_MIN_PER_CHAIN`` = 100 per chain.
 
     Example:
-        >>> # diagnose(posterior).warnings
+        >>> diagnose(posterior).num_max_tree_depth
+        0
     """
     import arviz as az
 

@@ -23,7 +23,9 @@ def latent_sites(surrogate: Surrogate, data: Dataset) -> dict[str, tuple[int, ..
     """Names and shapes of the model's latent (non-observed) sample sites.
 
     Example:
-        >>> # latent_sites(gp.surrogate(), data)["lengthscale"] == (d,)
+        >>> from ppbo.models import gp
+        >>> latent_sites(gp.surrogate(), data)["lengthscale"]
+        (2,)
     """
     seeded = handlers.seed(surrogate.model, jax.random.key(0))
     trace = handlers.trace(seeded).get_trace(data, **surrogate.options)
@@ -43,9 +45,11 @@ class Fixed:
 
     Example:
         >>> import jax.numpy as jnp
-        >>> fixed = Fixed({"lengthscale": jnp.array([0.2]), "outputscale": 1.0,
+        >>> from ppbo.models import gp
+        >>> fixed = Fixed({"lengthscale": jnp.array([0.2, 0.3]), "outputscale": 1.0,
         ...                "noise": 1e-4, "mean": 0.0})
-        >>> # posterior = fixed.fit(key, gp.surrogate(), data)
+        >>> fixed.fit(None, gp.surrogate(), data).num_samples
+        1
     """
 
     params: Mapping[str, Any] = field(default_factory=dict)

@@ -76,7 +76,8 @@ class MAP:
 
     Example:
         >>> inference = MAP(num_restarts=8)
-        >>> # posterior = inference.fit(jax.random.key(0), gp.surrogate(), data)
+        >>> inference.fit(jax.random.key(0), posterior.surrogate, data).num_samples
+        1
     """
 
     num_restarts: int = 8

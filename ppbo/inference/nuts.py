@@ -56,7 +56,9 @@ class NUTS:
         >>> import jax
         >>> from ppbo.models import gp
         >>> inference = NUTS(num_warmup=64, num_samples=64)
-        >>> # posterior = inference.fit(jax.random.key(0), gp.surrogate(), data)
+        >>> posterior = inference.fit(jax.random.key(0), gp.surrogate(), data)
+        >>> posterior.num_samples, posterior.samples["lengthscale"].shape
+        (64, (64, 2))
 
     References:
         Hoffman, M. D. and Gelman, A. (2014). The No-U-Turn Sampler. JMLR 15.
@@ -153,7 +155,9 @@ class NUTS:
             thinning)`` samples and per-draw NUTS statistics.
 
         Example:
-            >>> # posterior = NUTS().fit(jax.random.key(0), surrogate, data)
+            >>> config = NUTS(num_warmup=10, num_samples=20)
+            >>> config.fit(key, posterior.surrogate, data).method
+            'NUTS'
         """
         key_init, key_run = jax.random.split(key)
         z, warm = self._cold(key_init, surrogate, data)

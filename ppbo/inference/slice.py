@@ -556,7 +556,9 @@ class Slice:
 
     Example:
         >>> inference = Slice(num_warmup=100, num_samples=200)
-        >>> # posterior = ppbo.fit(gp.surrogate(), data, inference, jax.random.key(0))
+        >>> posterior = inference.fit(jax.random.key(0), posterior.surrogate, data)
+        >>> posterior.num_samples
+        200
 
     References:
         Neal, R. M. (2003). Slice sampling. The Annals of Statistics 31(3).
@@ -605,7 +607,9 @@ class Slice:
             thinning)`` samples and per-draw ``num_evals`` and ``lp``.
 
         Example:
-            >>> # posterior = Slice().fit(jax.random.key(0), surrogate, data)
+            >>> config = Slice(num_warmup=10, num_samples=20)
+            >>> config.fit(key, posterior.surrogate, data).method
+            'Slice'
         """
         key_init, key_run = jax.random.split(key)
         z = _mcmc.initial_positions(key_init, surrogate, data, self.num_chains)
