@@ -111,10 +111,16 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[20, 50, 100, 200])
     parser.add_argument("--warmup", type=int, default=256)
     parser.add_argument("--samples", type=int, default=256)
+    parser.add_argument("--target-accept", type=float, default=0.8)
+    parser.add_argument("--name", default="fit_speed", help="result file stem")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = parser.parse_args()
     methods = {
-        "NUTS": ppbo.NUTS(num_warmup=args.warmup, num_samples=args.samples),
+        "NUTS": ppbo.NUTS(
+            num_warmup=args.warmup,
+            num_samples=args.samples,
+            target_accept_prob=args.target_accept,
+        ),
         "Slice": ppbo.Slice(num_warmup=args.warmup, num_samples=args.samples),
     }
     rows = run(args.sizes, methods)
@@ -125,12 +131,13 @@ def main() -> None:
         "problem": "hartmann6, d=6, standardised outputs",
         "warmup": args.warmup,
         "samples": args.samples,
+        "nuts_target_accept_prob": args.target_accept,
         "chains": 1,
         "machine": {"cpus": jax.local_device_count(), "platform": platform.platform()},
         "jax": jax.__version__,
         "rows": rows,
     }
-    (out / "fit_speed.json").write_text(json.dumps(result, indent=2))
+    (out / f"{args.name}.json").write_text(json.dumps(result, indent=2))
     import matplotlib
 
     matplotlib.use("Agg")
@@ -156,7 +163,7 @@ def main() -> None:
     ax.set_yscale("log")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "fit_speed.png", dpi=120)
+    fig.savefig(out / f"{args.name}.png", dpi=120)
 
 
 if __name__ == "__main__":

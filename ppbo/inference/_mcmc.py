@@ -25,7 +25,14 @@ from ppbo.data import Dataset
 from ppbo.linalg import CholeskyError
 from ppbo.surrogate import Posterior, Surrogate
 
-__all__ = ["initial_positions", "run_mcmc", "finish_posterior", "small_blas"]
+__all__ = [
+    "initial_positions",
+    "run_mcmc",
+    "finish_posterior",
+    "small_blas",
+    "check_schedule",
+    "fit_mcmc",
+]
 
 #: Capacity up to which fits run LAPACK single-threaded.
 SINGLE_THREAD_BLAS_MAX = 512
@@ -192,3 +199,99 @@ def finish_posterior(
 def flat_size(z) -> int:
     """Number of unconstrained coordinates of one position (no chain axis)."""
     return int(sum(np.prod(np.shape(leaf)) for leaf in jax.tree.leaves(z)))
+
+
+def check_schedule(config: Any) -> None:
+    """Validate the ``num_warmup``/``num_samples``/``thinning``/``num_chains`` of an
+    MCMC config, raising ``ValueError`` naming the field and value."""
+    for name in ("num_warmup", "num_samples", "thinning", "num_chains"):
+        value = getattr(config, name)
+        minimum = 0 if name == "num_warmup" else 1
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if config.num_samples < config.thinning:
+        raise ValueError(
+            f"num_samples={config.num_samples} must be >= thinning={config.thinning}"
+        )
+
+
+def _same_layout(a: Any, b: Any) -> bool:
+    if jax.tree.structure(a) != jax.tree.structure(b):
+        return False
+    return all(
+        np.shape(x) == np.shape(y)
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    )
+
+
+def warm_start(init: Posterior | None, surrogate: Surrogate, z: Any, warm: Any):
+    """``init``'s last positions and adaptation if they fit, else ``(z, warm)``.
+
+    A previous posterior is reused only when it belongs to the same surrogate
+    object and its state has the layout of a cold start (same sites, shapes and
+    chain count), so a warm start never triggers a recompilation.
+    """
+    if init is None or init.surrogate is not surrogate or not init.state:
+        return z, warm
+    state = init.state
+    if set(state) != {"z", "warm"}:
+        return z, warm
+    if _same_layout(state["z"], z) and _same_layout(state["warm"], warm):
+        return state["z"], state["warm"]
+    return z, warm
+
+
+def fit_mcmc(
+    config: Any,
+    key: jax.Array,
+    surrogate: Surrogate,
+    data: Dataset,
+    init: Posterior | None,
+    *,
+    cold_warm: Callable[[int], Any],
+    warm_of: Callable[[Any], Any],
+    make_kernel: Callable[[Callable, Any], Any],
+    record: Callable[[Any], dict],
+    method: str,
+):
+    """The body of an MCMC backend's ``fit``.
+
+    Args:
+        config: the frozen config (``num_warmup``, ``num_samples``, ``thinning``,
+            ``num_chains``, ``warm_start``).
+        cold_warm: ``size -> warm`` adaptation pytree of a cold start (leading
+            chain axis), for ``size`` unconstrained coordinates.
+        warm_of: ``last_state -> warm`` pytree to store for the next warm start.
+        make_kernel, record: see :func:`run_mcmc`.
+        method: name stored in the posterior.
+
+    Returns:
+        ``(posterior, stats)``; the caller may add statistics before returning.
+    """
+    key_init, key_run = jax.random.split(key)
+    z = initial_positions(key_init, surrogate, data, config.num_chains)
+    warm = cold_warm(flat_size(jax.tree.map(lambda a: a[0], z)))
+    if config.warm_start:
+        z, warm = warm_start(init, surrogate, z, warm)
+    samples, stats, last = run_mcmc(
+        key_run,
+        surrogate,
+        data,
+        make_kernel=make_kernel,
+        record=record,
+        init_z=z,
+        warm=warm,
+        num_chains=config.num_chains,
+        num_warmup=config.num_warmup,
+        num_samples=config.num_samples,
+        thinning=config.thinning,
+    )
+    return finish_posterior(
+        surrogate,
+        data,
+        samples,
+        stats,
+        num_chains=config.num_chains,
+        method=method,
+        state={"z": last.z, "warm": warm_of(last)},
+    )

@@ -35,6 +35,16 @@ def _record(state) -> dict:
     }
 
 
+def _warm_of(last) -> dict:
+    # NumPyro returns the inverse mass matrix keyed by the tuple of sorted site
+    # names (one block here); it accepts the bare array back and keys it the same.
+    (inverse_mass_matrix,) = last.adapt_state.inverse_mass_matrix.values()
+    return {
+        "step_size": last.adapt_state.step_size,
+        "inverse_mass_matrix": inverse_mass_matrix,
+    }
+
+
 @dataclass(frozen=True)
 class NUTS:
     """NUTS with windowed adaptation; a frozen config with one method, :meth:`fit`.
@@ -74,17 +84,7 @@ class NUTS:
     warm_start: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("num_warmup", "num_samples", "thinning", "num_chains"):
-            value = getattr(self, name)
-            minimum = 0 if name == "num_warmup" else 1
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise ValueError(
-                    f"{name} must be an integer >= {minimum}, got {value!r}"
-                )
-        if self.num_samples < self.thinning:
-            raise ValueError(
-                f"num_samples={self.num_samples} must be >= thinning={self.thinning}"
-            )
+        _mcmc.check_schedule(self)
         if not 1 <= int(self.max_tree_depth) <= 15:
             raise ValueError(
                 f"max_tree_depth must be in [1, 15], got {self.max_tree_depth!r}"
@@ -104,34 +104,12 @@ class NUTS:
             target_accept_prob=float(self.target_accept_prob),
         )
 
-    def _cold(self, key, surrogate: Surrogate, data: Dataset):
-        z = _mcmc.initial_positions(key, surrogate, data, self.num_chains)
-        size = _mcmc.flat_size(jax.tree.map(lambda a: a[0], z))
+    def _cold_warm(self, size: int) -> dict:
         eye = jnp.eye(size) if self.dense_mass else jnp.ones(size)
-        warm = {
+        return {
             "step_size": jnp.ones(self.num_chains),
-            # NumPyro keys the inverse mass matrix by the sorted site names.
-            "inverse_mass_matrix": {
-                tuple(sorted(z)): jnp.broadcast_to(eye, (self.num_chains, *eye.shape))
-            },
+            "inverse_mass_matrix": jnp.broadcast_to(eye, (self.num_chains, *eye.shape)),
         }
-        return z, warm
-
-    def _warm(self, init: Posterior | None, surrogate: Surrogate, z_cold, warm_cold):
-        if not self.warm_start or init is None or init.state is None:
-            return None
-        state = init.state
-        if init.surrogate is not surrogate or set(state) != {"z", "warm"}:
-            return None
-        same = jax.tree.map(lambda a, b: a.shape == b.shape, state["z"], z_cold)
-        same_warm = jax.tree.map(
-            lambda a, b: a.shape == b.shape, state["warm"], warm_cold
-        )
-        if jax.tree.structure(state["z"]) != jax.tree.structure(z_cold):
-            return None
-        if not all(jax.tree.leaves(same)) or not all(jax.tree.leaves(same_warm)):
-            return None
-        return state["z"], state["warm"]
 
     def fit(
         self,
@@ -159,40 +137,20 @@ class NUTS:
             >>> config.fit(key, posterior.surrogate, data).method
             'NUTS'
         """
-        key_init, key_run = jax.random.split(key)
-        z, warm = self._cold(key_init, surrogate, data)
-        previous = self._warm(init, surrogate, z, warm)
-        if previous is not None:
-            z, warm = previous
-        samples, stats, last = _mcmc.run_mcmc(
-            key_run,
+        posterior = _mcmc.fit_mcmc(
+            self,
+            key,
             surrogate,
             data,
+            init,
+            cold_warm=self._cold_warm,
+            warm_of=_warm_of,
             make_kernel=self._make_kernel,
             record=_record,
-            init_z=z,
-            warm=warm,
-            num_chains=self.num_chains,
-            num_warmup=self.num_warmup,
-            num_samples=self.num_samples,
-            thinning=self.thinning,
-        )
-        stats["max_tree_depth"] = jnp.full(
-            stats["tree_depth"].shape, self.max_tree_depth, jnp.int32
-        )
-        state = {
-            "z": last.z,
-            "warm": {
-                "step_size": last.adapt_state.step_size,
-                "inverse_mass_matrix": last.adapt_state.inverse_mass_matrix,
-            },
-        }
-        return _mcmc.finish_posterior(
-            surrogate,
-            data,
-            samples,
-            stats,
-            num_chains=self.num_chains,
             method="NUTS",
-            state=state,
         )
+        depth = posterior.sample_stats["tree_depth"]
+        posterior.sample_stats["max_tree_depth"] = jnp.full(
+            depth.shape, self.max_tree_depth, jnp.int32
+        )
+        return posterior

@@ -573,17 +573,7 @@ class Slice:
     warm_start: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("num_warmup", "num_samples", "thinning", "num_chains"):
-            value = getattr(self, name)
-            minimum = 0 if name == "num_warmup" else 1
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise ValueError(
-                    f"{name} must be an integer >= {minimum}, got {value!r}"
-                )
-        if self.num_samples < self.thinning:
-            raise ValueError(
-                f"num_samples={self.num_samples} must be >= thinning={self.thinning}"
-            )
+        _mcmc.check_schedule(self)
         if not float(self.width) > 0:
             raise ValueError(f"width must be > 0, got {self.width!r}")
 
@@ -611,48 +601,21 @@ class Slice:
             >>> config.fit(key, posterior.surrogate, data).method
             'Slice'
         """
-        key_init, key_run = jax.random.split(key)
-        z = _mcmc.initial_positions(key_init, surrogate, data, self.num_chains)
-        size = _mcmc.flat_size(jax.tree.map(lambda a: a[0], z))
         # An explicit dtype: a weakly typed array would retrace against the
         # strongly typed widths of a warm start.
-        width = jnp.full((self.num_chains, size), float(self.width), dtype=jnp.float64)
-        warm = {"width": width}
-        if self.warm_start and init is not None and init.surrogate is surrogate:
-            state = init.state or {}
-            if (
-                set(state) == {"z", "warm"}
-                and set(state["warm"]) == {"width"}
-                and jax.tree.structure(state["z"]) == jax.tree.structure(z)
-                and all(
-                    a.shape == b.shape
-                    for a, b in zip(
-                        jax.tree.leaves(state["z"]), jax.tree.leaves(z), strict=True
-                    )
-                )
-                and state["warm"]["width"].shape == warm["width"].shape
-            ):
-                z, warm = state["z"], state["warm"]
-        samples, stats, last = _mcmc.run_mcmc(
-            key_run,
+        return _mcmc.fit_mcmc(
+            self,
+            key,
             surrogate,
             data,
+            init,
+            cold_warm=lambda size: {
+                "width": jnp.full(
+                    (self.num_chains, size), float(self.width), dtype=jnp.float64
+                )
+            },
+            warm_of=lambda last: {"width": last.width},
             make_kernel=self._make_kernel,
             record=_record,
-            init_z=z,
-            warm=warm,
-            num_chains=self.num_chains,
-            num_warmup=self.num_warmup,
-            num_samples=self.num_samples,
-            thinning=self.thinning,
-        )
-        state = {"z": last.z, "warm": {"width": last.width}}
-        return _mcmc.finish_posterior(
-            surrogate,
-            data,
-            samples,
-            stats,
-            num_chains=self.num_chains,
             method="Slice",
-            state=state,
         )
