@@ -549,8 +549,8 @@ class Slice:
         num_warmup: sweeps per chain during which the bracket widths adapt.
         num_samples: sweeps per chain after warm-up.
         thinning: keep every ``thinning``-th sweep.
-        num_chains: chains, vmapped in one compiled function.
         width: initial bracket width on the unconstrained scale.
+        num_chains: chains, vmapped in one compiled function.
         max_steps_out: most step-outs per coordinate update.
         warm_start: start from ``init``'s last positions and adapted widths.
 
@@ -567,8 +567,8 @@ class Slice:
     num_warmup: int = 128
     num_samples: int = 256
     thinning: int = 1
-    num_chains: int = 1
     width: float = 1.0
+    num_chains: int = 1
     max_steps_out: int = 16
     warm_start: bool = True
 
