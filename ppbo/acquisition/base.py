@@ -1,0 +1,184 @@
+"""The acquisition contract and the Monte Carlo marginalisation over samples.
+
+An acquisition is a pure function of ONE posterior sample and candidate points,
+``fn(sample, X, **options) -> (m,)``; :func:`evaluate` vmaps it over the posterior's
+hyperparameter samples and averages, so that every acquisition is marginalised over
+the hyperparameter posterior,
+
+.. math:: \\alpha(x) = \\frac1s \\sum_{i=1}^s \\alpha(x \\mid \\theta_i),
+
+as Snoek, Larochelle and Adams (2012, eq. (6), "Practical Bayesian optimization of
+machine learning algorithms") and Hernández-Lobato, Hoffman and Ghahramani (2014,
+§2.1, "Predictive entropy search") prescribe. Log-space acquisitions (log-EI) are
+reduced with log-mean-exp, which is the log of the same average. Acquisitions are
+maximised; models see maximisation problems (the campaign layer flips signs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import logsumexp
+
+from ppbo.data import Dataset
+from ppbo.surrogate import Posterior, Surrogate
+
+__all__ = [
+    "Acquisition",
+    "Sample",
+    "evaluate",
+    "per_sample",
+    "reduce_samples",
+    "best_observed_mean",
+]
+
+
+class Sample:
+    """One hyperparameter sample of a posterior, as an acquisition sees it.
+
+    Built inside ``vmap`` by :func:`evaluate`; not a pytree and not stored.
+
+    Attributes:
+        params: site -> value for this sample.
+        cache: this sample's factors from ``surrogate.prepare`` (or None).
+        data: the conditioning dataset (padded; use ``data.mask``).
+        surrogate: the surrogate (for ``extras`` such as kernels).
+        aux: this sample's slice of ``Acquisition.prepare``'s output (or None).
+    """
+
+    __slots__ = ("params", "cache", "data", "surrogate", "aux")
+
+    def __init__(self, params, cache, data: Dataset, surrogate: Surrogate, aux=None):
+        self.params = params
+        self.cache = cache
+        self.data = data
+        self.surrogate = surrogate
+        self.aux = aux
+
+    def predict(self, X: jax.Array, **kw: Any) -> tuple[jax.Array, jax.Array]:
+        """Latent mean and variance at ``X`` (m, d), each (m,)."""
+        return self.surrogate.predict_one(self.params, self.data, X, self.cache, **kw)
+
+    def predict_joint(self, X: jax.Array, **kw: Any) -> tuple[jax.Array, jax.Array]:
+        """Latent mean (m,) and covariance (m, m) at ``X``."""
+        return self.surrogate.predict_joint_one(
+            self.params, self.data, X, self.cache, **kw
+        )
+
+
+def best_observed_mean(sample: Sample) -> jax.Array:
+    """Largest posterior mean over the observed inputs (padding excluded).
+
+    The default incumbent ``best_f`` of EI and PI for noisy observations.
+
+    Example:
+        >>> # inside an acquisition: best_f = best_observed_mean(sample)
+    """
+    mean, _ = sample.predict(sample.data.X)
+    return jnp.max(jnp.where(sample.data.mask, mean, -jnp.inf))
+
+
+@dataclass(frozen=True, eq=False)
+class Acquisition:
+    """A per-sample acquisition function and how to reduce it over samples.
+
+    Args:
+        name: short name (``"ei"``).
+        fn: ``fn(sample, X, **options) -> (m,)`` for one :class:`Sample`.
+        log_space: values are logs; reduce with log-mean-exp instead of the mean.
+        prepare: optional ``prepare(key, posterior, **options) -> aux`` computed
+            once per evaluation outside the per-sample map (e.g. sampled maxima),
+            a pytree with a leading sample axis s handed to ``sample.aux``.
+        stochastic: whether it needs ``key`` (Thompson sampling, MES, KG).
+
+    Example:
+        >>> def mean_acquisition(sample, X):
+        ...     return sample.predict(X)[0]
+        >>> posterior_mean = Acquisition("mean", mean_acquisition)
+    """
+
+    name: str
+    fn: Callable[..., jax.Array]
+    log_space: bool = False
+    prepare: Callable[..., Any] | None = None
+    stochastic: bool = False
+
+    def __repr__(self) -> str:
+        return f"Acquisition({self.name!r})"
+
+
+def _split_options(options: Mapping[str, Any]):
+    arrays = {k: v for k, v in options.items() if _is_array_like(v)}
+    static = tuple(sorted((k, v) for k, v in options.items() if k not in arrays))
+    return arrays, static
+
+
+def _is_array_like(value: Any) -> bool:
+    return isinstance(value, jax.Array | float) or hasattr(value, "__array__")
+
+
+@partial(jax.jit, static_argnames=("acquisition", "static"))
+def _per_sample(acquisition, posterior, X, aux, arrays, static):
+    kw = dict(static) | dict(arrays)
+    surrogate = posterior.surrogate
+
+    def one(params, cache, aux_i):
+        sample = Sample(params, cache, posterior.data, surrogate, aux_i)
+        return acquisition.fn(sample, X, **kw)
+
+    return jax.vmap(one)(posterior.samples, posterior.cache, aux)
+
+
+def per_sample(
+    acquisition: Acquisition, posterior: Posterior, X: jax.Array, **options: Any
+) -> jax.Array:
+    """Acquisition values for every hyperparameter sample, shape (s, m).
+
+    Takes the same options as :func:`evaluate`.
+
+    Example:
+        >>> # values = per_sample(ppbo.acquisition.ei, posterior, X)  # (s, m)
+    """
+    key = options.pop("key", None)
+    if acquisition.stochastic and key is None:
+        raise ValueError(f"acquisition {acquisition.name!r} needs a key=... option")
+    aux = None
+    if acquisition.prepare is not None:
+        aux = acquisition.prepare(key, posterior, **options)
+    elif key is not None:
+        aux = jax.random.split(key, posterior.num_samples)
+    arrays, static = _split_options(options)
+    return _per_sample(acquisition, posterior, jnp.asarray(X), aux, arrays, static)
+
+
+def reduce_samples(acquisition: Acquisition, values: jax.Array) -> jax.Array:
+    """Average (s, m) per-sample values over samples: mean, or log-mean-exp."""
+    if acquisition.log_space:
+        return logsumexp(values, axis=0) - jnp.log(values.shape[0])
+    return jnp.mean(values, axis=0)
+
+
+def evaluate(
+    acquisition: Acquisition, posterior: Posterior, X: Any, **options: Any
+) -> jax.Array:
+    """The acquisition at candidates ``X``, marginalised over posterior samples.
+
+    Args:
+        acquisition: e.g. ``ppbo.acquisition.ei``.
+        posterior: a fitted :class:`~ppbo.Posterior`.
+        X: candidates in the unit cube, shape (m, d), float64.
+        **options: passed to the acquisition (``best_f``, ``beta``, ...);
+            stochastic acquisitions need ``key``.
+
+    Returns:
+        Array of shape (m,).
+
+    Example:
+        >>> # ppbo.acquisition.evaluate(ppbo.acquisition.ei, posterior, X)
+    """
+    return reduce_samples(acquisition, per_sample(acquisition, posterior, X, **options))

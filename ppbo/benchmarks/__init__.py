@@ -1,0 +1,1 @@
+"""Benchmark problems with known optima and the immediate-regret runner."""
