@@ -6,8 +6,10 @@
 
 from ppbo.acquisition.base import (
     Acquisition,
+    Bound,
     Sample,
     best_observed_mean,
+    bind,
     evaluate,
     per_sample,
     reduce_samples,
@@ -15,8 +17,10 @@ from ppbo.acquisition.base import (
 
 __all__ = [
     "Acquisition",
+    "Bound",
     "Sample",
     "best_observed_mean",
+    "bind",
     "evaluate",
     "per_sample",
     "reduce_samples",

@@ -26,9 +26,11 @@ import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
 from ppbo.data import Dataset
-from ppbo.surrogate import Posterior, Surrogate
+from ppbo.surrogate import Posterior, Surrogate, _validate_X
 
 __all__ = [
+    "bind",
+    "Bound",
     "Acquisition",
     "Sample",
     "evaluate",
@@ -122,8 +124,7 @@ def _is_array_like(value: Any) -> bool:
     return isinstance(value, jax.Array | float) or hasattr(value, "__array__")
 
 
-@partial(jax.jit, static_argnames=("acquisition", "static"))
-def _per_sample(acquisition, posterior, X, aux, arrays, static):
+def _values(acquisition, posterior, X, aux, arrays, static):
     kw = dict(static) | dict(arrays)
     surrogate = posterior.surrogate
 
@@ -134,16 +135,66 @@ def _per_sample(acquisition, posterior, X, aux, arrays, static):
     return jax.vmap(one)(posterior.samples, posterior.cache, aux)
 
 
-def per_sample(
-    acquisition: Acquisition, posterior: Posterior, X: jax.Array, **options: Any
-) -> jax.Array:
-    """Acquisition values for every hyperparameter sample, shape (s, m).
+_values_jit = jax.jit(_values, static_argnames=("acquisition", "static"))
 
-    Takes the same options as :func:`evaluate`.
+
+@partial(jax.jit, static_argnames=("acquisition", "static"))
+def _reduced_value_and_grad(acquisition, posterior, X, aux, arrays, static):
+    def total(X):
+        reduced = reduce_samples(
+            acquisition, _values(acquisition, posterior, X, aux, arrays, static)
+        )
+        return jnp.sum(reduced), reduced
+
+    (_, reduced), grad = jax.value_and_grad(total, has_aux=True)(X)
+    return reduced, grad
+
+
+class Bound:
+    """An acquisition with its posterior, options and random draws fixed.
+
+    Calling it gives per-sample values (s, m); :meth:`reduced` the marginalised
+    values (m,); :meth:`value_and_grad` those and their gradients with respect to
+    the candidates, (m,) and (m, d). Each is compiled once per candidate shape and
+    reused for every posterior of the same bucket.
+    """
+
+    __slots__ = ("acquisition", "posterior", "aux", "arrays", "static")
+
+    def __init__(self, acquisition, posterior, aux, arrays, static):
+        self.acquisition = acquisition
+        self.posterior = posterior
+        self.aux = aux
+        self.arrays = arrays
+        self.static = static
+
+    def _args(self, X):
+        X = jnp.asarray(X)
+        return (self.acquisition, self.posterior, X, self.aux, self.arrays, self.static)
+
+    def __call__(self, X: jax.Array) -> jax.Array:
+        return _values_jit(*self._args(X))
+
+    def reduced(self, X: jax.Array) -> jax.Array:
+        """Marginalised values, shape (m,)."""
+        return reduce_samples(self.acquisition, self(X))
+
+    def value_and_grad(self, X: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Marginalised values (m,) and their gradients with respect to X (m, d)."""
+        return _reduced_value_and_grad(*self._args(X))
+
+
+def bind(acquisition: Acquisition, posterior: Posterior, **options: Any) -> Bound:
+    """Fix a posterior and options; return a :class:`Bound` acquisition.
+
+    Stochastic parts (``prepare``, per-sample keys) are drawn once here, so the
+    bound acquisition is deterministic in ``X`` (common random numbers) and
+    differentiable, which the acquisition optimiser relies on.
 
     Example:
-        >>> # values = per_sample(ppbo.acquisition.ei, posterior, X)  # (s, m)
+        >>> # values = bind(ppbo.acquisition.ei, posterior)(X)  # (s, m)
     """
+    options = dict(options)
     key = options.pop("key", None)
     if acquisition.stochastic and key is None:
         raise ValueError(f"acquisition {acquisition.name!r} needs a key=... option")
@@ -153,7 +204,21 @@ def per_sample(
     elif key is not None:
         aux = jax.random.split(key, posterior.num_samples)
     arrays, static = _split_options(options)
-    return _per_sample(acquisition, posterior, jnp.asarray(X), aux, arrays, static)
+    return Bound(acquisition, posterior, aux, arrays, static)
+
+
+def per_sample(
+    acquisition: Acquisition, posterior: Posterior, X: Any, **options: Any
+) -> jax.Array:
+    """Acquisition values for every hyperparameter sample, shape (s, m).
+
+    Takes the same options as :func:`evaluate`.
+
+    Example:
+        >>> # values = per_sample(ppbo.acquisition.ei, posterior, X)  # (s, m)
+    """
+    X = _validate_X(X, posterior.data.dim)
+    return bind(acquisition, posterior, **options)(X)
 
 
 def reduce_samples(acquisition: Acquisition, values: jax.Array) -> jax.Array:

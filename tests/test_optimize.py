@@ -1,0 +1,126 @@
+"""The acquisition optimiser, batches with pending points, and recommendations."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ppbo
+from ppbo.acquisition import Acquisition, bind
+from ppbo.models import gp
+from ppbo.optimize import (
+    condition_on_pending,
+    optimize_acquisition,
+    posterior_mean,
+    raw_candidates,
+    recommend,
+)
+
+PARAMS = {"lengthscale": [0.15, 0.3], "outputscale": 1.0, "noise": 1e-4, "mean": 0.0}
+SURROGATE = gp.surrogate()  # one object: compiled code is cached per surrogate
+
+
+def _posterior(n=9, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 2))
+    y = np.sin(6 * X[:, 0]) * np.cos(4 * X[:, 1])
+    data = ppbo.Dataset(X, y, capacity=16)
+    return ppbo.fit(SURROGATE, data, ppbo.Fixed(PARAMS), jax.random.key(0))
+
+
+def _std(sample, X):
+    return jnp.sqrt(sample.predict(X)[1])
+
+
+std = Acquisition("std", _std)
+
+
+def test_finds_the_posterior_mean_maximum_of_a_dense_grid():
+    posterior = _posterior()
+    X, values = optimize_acquisition(posterior_mean, posterior, jax.random.key(1))
+    g = np.linspace(0, 1, 301)
+    grid = np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)
+    dense = np.asarray(posterior.predict_marginal(grid)[0])
+    assert X.shape == (1, 2) and values.shape == (1,)
+    assert np.all((X >= 0) & (X <= 1))
+    # at least as good as a 301 x 301 grid, up to the grid's own resolution
+    assert values[0] >= dense.max() - 1e-4
+    np.testing.assert_allclose(
+        values[0], posterior.predict_marginal(X)[0][0], rtol=1e-10
+    )
+
+
+def test_raw_search_only_and_designs():
+    posterior = _posterior()
+    X, value = optimize_acquisition(
+        posterior_mean, posterior, jax.random.key(1), max_iterations=0, design="lhs"
+    )
+    raw = raw_candidates(jax.random.key(0), 3, 16, "lhs")
+    assert raw.shape == (16, 3) and raw.min() >= 0 and raw.max() <= 1
+    # LHS: each of the 16 strata of each coordinate holds exactly one point
+    for j in range(3):
+        assert sorted(np.floor(raw[:, j] * 16).astype(int)) == list(range(16))
+    with pytest.raises(ValueError, match="design must be"):
+        raw_candidates(jax.random.key(0), 2, 8, "grid")
+
+
+def test_batch_and_pending_points_spread_out():
+    posterior = _posterior()
+    X, values = optimize_acquisition(std, posterior, jax.random.key(2), q=3)
+    assert X.shape == (3, 2)
+    # each later point is chosen where the fantasised data have left variance
+    distances = np.linalg.norm(X[:, None] - X[None], axis=-1)[np.triu_indices(3, 1)]
+    assert distances.min() > 0.05
+    busy = condition_on_pending(posterior, X[:1])
+    assert busy.data.n == posterior.data.n + 1
+    sd_before = float(posterior.predict_marginal(X[:1])[1][0])
+    sd_after = float(busy.predict_marginal(X[:1])[1][0])
+    assert sd_after < 1e-3 * sd_before
+    # the mean is unchanged by a Kriging-believer fantasy
+    grid = np.random.default_rng(3).random((20, 2))
+    np.testing.assert_allclose(
+        busy.predict_marginal(grid)[0], posterior.predict_marginal(grid)[0], atol=1e-6
+    )
+    X2, _ = optimize_acquisition(std, posterior, jax.random.key(2), pending=X[:1])
+    assert np.linalg.norm(X2[0] - X[0]) > 0.05
+
+
+def test_no_recompilation_for_a_new_posterior_in_the_bucket(compile_counter):
+    first = _posterior(n=9)
+    optimize_acquisition(posterior_mean, first, jax.random.key(0), num_raw=64)
+    second = _posterior(n=10, seed=1)
+    assert second.data.capacity == first.data.capacity
+    with compile_counter.measure():
+        optimize_acquisition(posterior_mean, second, jax.random.key(1), num_raw=64)
+    assert compile_counter.count == 0
+
+
+def test_bound_gradients_match_finite_differences():
+    posterior = _posterior()
+    bound = bind(std, posterior)
+    X = np.array([[0.3, 0.4], [0.8, 0.1]])
+    values, grad = bound.value_and_grad(X)
+    eps = 1e-6
+    for i in range(2):
+        for j in range(2):
+            Xp, Xm = X.copy(), X.copy()
+            Xp[i, j] += eps
+            Xm[i, j] -= eps
+            fd = (bound.reduced(Xp)[i] - bound.reduced(Xm)[i]) / (2 * eps)
+            np.testing.assert_allclose(grad[i, j], fd, rtol=1e-5, atol=1e-8)
+
+
+def test_recommend_and_argument_errors():
+    posterior = _posterior()
+    rec = recommend(posterior, jax.random.key(0))
+    X_obs, _, _ = posterior.data.unpadded()
+    assert rec.value_mean >= rec.value_observed - 1e-9
+    assert any(np.allclose(rec.x_observed, x) for x in X_obs)
+    with pytest.raises(ValueError, match="q must be >= 1"):
+        optimize_acquisition(std, posterior, jax.random.key(0), q=0)
+    with pytest.raises(ValueError, match="num_restarts=9 must be <= num_raw=8"):
+        optimize_acquisition(
+            std, posterior, jax.random.key(0), num_raw=8, num_restarts=9
+        )
+    with pytest.raises(ValueError, match=r"X must have shape \(m, 2\)"):
+        optimize_acquisition(std, posterior, jax.random.key(0), pending=[[0.1]])
