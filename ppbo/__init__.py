@@ -6,9 +6,12 @@ changes no JAX configuration: enable float64 with
 ``jax.config.update("jax_enable_x64", True)`` before use.
 """
 
+from ppbo import acquisition
 from ppbo.data import Dataset, bucket_capacity
 from ppbo.inference import MAP, NUTS, Fixed, Inference, Slice, fit
 from ppbo.linalg import CholeskyError
+from ppbo.loop import Suggestion, standardize, suggest
+from ppbo.optimize import Recommendation, optimize_acquisition, recommend
 from ppbo.surrogate import Diagnostics, DiagnosticWarning, Posterior, Surrogate
 
 __all__ = [
@@ -25,6 +28,13 @@ __all__ = [
     "Slice",
     "MAP",
     "Fixed",
+    "acquisition",
+    "optimize_acquisition",
+    "recommend",
+    "Recommendation",
+    "suggest",
+    "Suggestion",
+    "standardize",
 ]
 
 __version__ = "0.1.0"
