@@ -35,6 +35,26 @@ def _record(state) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class _NutsKernel:
+    """Builds the NumPyro kernel; hashed as the compiled driver's static argument,
+    so configs that differ only in fields the sampler ignores share compiled code."""
+
+    dense_mass: bool
+    max_tree_depth: int
+    target_accept_prob: float
+
+    def __call__(self, model, warm):
+        return numpyro.infer.NUTS(
+            model,
+            step_size=warm["step_size"],
+            inverse_mass_matrix=warm["inverse_mass_matrix"],
+            dense_mass=self.dense_mass,
+            max_tree_depth=self.max_tree_depth,
+            target_accept_prob=self.target_accept_prob,
+        )
+
+
 def _warm_of(last) -> dict:
     # NumPyro returns the inverse mass matrix keyed by the tuple of sorted site
     # names (one block here); it accepts the bare array back and keys it the same.
@@ -64,11 +84,10 @@ class NUTS:
 
     Example:
         >>> import jax
-        >>> from ppbo.models import gp
-        >>> inference = NUTS(num_warmup=64, num_samples=64)
-        >>> posterior = inference.fit(jax.random.key(0), gp.surrogate(), data)
-        >>> posterior.num_samples, posterior.samples["lengthscale"].shape
-        (64, (64, 2))
+        >>> inference = NUTS(num_warmup=10, num_samples=20)  # tiny, for the example
+        >>> fitted = inference.fit(jax.random.key(0), posterior.surrogate, data)
+        >>> fitted.num_samples, fitted.samples["lengthscale"].shape
+        (20, (20, 2))
 
     References:
         Hoffman, M. D. and Gelman, A. (2014). The No-U-Turn Sampler. JMLR 15.
@@ -94,14 +113,11 @@ class NUTS:
                 f"target_accept_prob must be in (0, 1), got {self.target_accept_prob!r}"
             )
 
-    def _make_kernel(self, model, warm):
-        return numpyro.infer.NUTS(
-            model,
-            step_size=warm["step_size"],
-            inverse_mass_matrix=warm["inverse_mass_matrix"],
-            dense_mass=self.dense_mass,
-            max_tree_depth=int(self.max_tree_depth),
-            target_accept_prob=float(self.target_accept_prob),
+    def _kernel_factory(self) -> _NutsKernel:
+        return _NutsKernel(
+            bool(self.dense_mass),
+            int(self.max_tree_depth),
+            float(self.target_accept_prob),
         )
 
     def _cold_warm(self, size: int) -> dict:
@@ -145,7 +161,7 @@ class NUTS:
             init,
             cold_warm=self._cold_warm,
             warm_of=_warm_of,
-            make_kernel=self._make_kernel,
+            make_kernel=self._kernel_factory(),
             record=_record,
             method="NUTS",
         )

@@ -533,6 +533,16 @@ class SliceKernel(MCMCKernel):
         return state._replace(potential_energy=potential(state.z))
 
 
+@dataclass(frozen=True)
+class _SliceKernelFactory:
+    """Builds the kernel; hashed as the compiled driver's static argument."""
+
+    max_steps_out: int
+
+    def __call__(self, model, warm):
+        return SliceKernel(model, width=warm["width"], max_steps_out=self.max_steps_out)
+
+
 def _record(state: SliceState) -> dict:
     return {"num_evals": state.num_evals, "lp": -state.potential_energy}
 
@@ -555,10 +565,10 @@ class Slice:
         warm_start: start from ``init``'s last positions and adapted widths.
 
     Example:
-        >>> inference = Slice(num_warmup=100, num_samples=200)
-        >>> posterior = inference.fit(jax.random.key(0), posterior.surrogate, data)
-        >>> posterior.num_samples
-        200
+        >>> inference = Slice(num_warmup=10, num_samples=20)  # tiny, for the example
+        >>> fitted = inference.fit(jax.random.key(0), posterior.surrogate, data)
+        >>> fitted.num_samples
+        20
 
     References:
         Neal, R. M. (2003). Slice sampling. The Annals of Statistics 31(3).
@@ -576,11 +586,6 @@ class Slice:
         _mcmc.check_schedule(self)
         if not float(self.width) > 0:
             raise ValueError(f"width must be > 0, got {self.width!r}")
-
-    def _make_kernel(self, model, warm):
-        return SliceKernel(
-            model, width=warm["width"], max_steps_out=int(self.max_steps_out)
-        )
 
     def fit(
         self,
@@ -615,7 +620,7 @@ class Slice:
                 )
             },
             warm_of=lambda last: {"width": last.width},
-            make_kernel=self._make_kernel,
+            make_kernel=_SliceKernelFactory(int(self.max_steps_out)),
             record=_record,
             method="Slice",
         )

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import ppbo
+from ppbo.inference import _mcmc
 from ppbo.models import gp
 
 RNG = np.random.default_rng(3)
@@ -43,11 +44,16 @@ def test_warm_start_reuses_adaptation():
     warm = ppbo.fit(surrogate, data, frozen, jax.random.key(1), init=first)
     np.testing.assert_allclose(warm.sample_stats["step_size"], step)
     cold = ppbo.NUTS(num_warmup=0, num_samples=5, warm_start=False)
-    for posterior in (
-        ppbo.fit(surrogate, data, cold, jax.random.key(1), init=first),
-        ppbo.fit(gp.surrogate(), data, frozen, jax.random.key(1), init=first),
-    ):
-        np.testing.assert_allclose(posterior.sample_stats["step_size"], 1.0)
+    posterior = ppbo.fit(surrogate, data, cold, jax.random.key(1), init=first)
+    np.testing.assert_allclose(posterior.sample_stats["step_size"], 1.0)
+    # a previous posterior of another surrogate object, or of another layout,
+    # is not used
+    z, state = first.state["z"], first.state["warm"]
+    assert _mcmc.warm_start(first, surrogate, z, state)[1] is state
+    marker = {"step_size": state["step_size"] + 1, "inverse_mass_matrix": 1.0}
+    assert _mcmc.warm_start(first, gp.surrogate(), z, marker)[1] is marker
+    assert _mcmc.warm_start(first, surrogate, z, marker)[1] is marker
+    assert _mcmc.warm_start(None, surrogate, z, marker)[1] is marker
 
 
 def test_chains_thinning_and_sample_stats():
