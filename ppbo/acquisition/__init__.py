@@ -4,6 +4,7 @@
 (shape (m,)), already marginalised over samples. All acquisitions are maximised.
 """
 
+from ppbo.acquisition.analytic import ei, log_ei, pi, ucb, ucb_beta
 from ppbo.acquisition.base import (
     Acquisition,
     Bound,
@@ -14,8 +15,15 @@ from ppbo.acquisition.base import (
     per_sample,
     reduce_samples,
 )
+from ppbo.acquisition.kg import kg
 
 __all__ = [
+    "pi",
+    "ei",
+    "log_ei",
+    "ucb",
+    "ucb_beta",
+    "kg",
     "Acquisition",
     "Bound",
     "Sample",
