@@ -160,7 +160,7 @@ def optimize_acquisition(
     *,
     q: int = 1,
     pending: Any = None,
-    num_raw: int = 1024,
+    num_raw: int = 512,
     num_restarts: int = 8,
     max_iterations: int = 100,
     design: str = "sobol",
@@ -195,9 +195,7 @@ def optimize_acquisition(
         if int(value) < 1:
             raise ValueError(f"{name} must be >= 1, got {value!r}")
     if num_restarts > num_raw:
-        raise ValueError(
-            f"num_restarts={num_restarts} must be <= num_raw={num_raw}"
-        )
+        raise ValueError(f"num_restarts={num_restarts} must be <= num_raw={num_raw}")
     busy = np.zeros((0, posterior.data.dim))
     if pending is not None:
         busy = np.asarray(_validate_X(pending, posterior.data.dim))

@@ -54,7 +54,12 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import erfcx, ndtr
 
-from ppbo.acquisition.base import Acquisition, Sample, best_observed_mean
+from ppbo.acquisition.base import (
+    Acquisition,
+    Sample,
+    best_observed_mean,
+    prepare_incumbents,
+)
 
 __all__ = ["pi", "ei", "log_ei", "ucb", "ucb_beta", "log_h", "MIN_VARIANCE"]
 
@@ -81,7 +86,8 @@ def _sigma(var: jax.Array, min_var: Any) -> jax.Array:
 def _z(sample: Sample, X: jax.Array, best_f: Any, xi: Any, min_var: Any):
     mean, var = sample.predict(X)
     if best_f is None:
-        best_f = best_observed_mean(sample)
+        # precomputed once per evaluation by prepare_incumbents
+        best_f = best_observed_mean(sample) if sample.aux is None else sample.aux
     sigma = _sigma(var, min_var)
     return (mean - best_f - xi) / sigma, sigma
 
@@ -302,13 +308,15 @@ def _upper_confidence_bound(
 
 
 #: Probability of improvement (Kushner 1964); options ``best_f``, ``xi``.
-pi = Acquisition("pi", _probability_of_improvement)
+pi = Acquisition("pi", _probability_of_improvement, prepare=prepare_incumbents)
 
 #: Expected improvement (Jones et al. 1998); options ``best_f``, ``xi``.
-ei = Acquisition("ei", _expected_improvement)
+ei = Acquisition("ei", _expected_improvement, prepare=prepare_incumbents)
 
 #: Log expected improvement (Ament et al. 2023), averaged with log-mean-exp.
-log_ei = Acquisition("log_ei", _log_expected_improvement, log_space=True)
+log_ei = Acquisition(
+    "log_ei", _log_expected_improvement, log_space=True, prepare=prepare_incumbents
+)
 
 #: GP-UCB (Srinivas et al. 2010); options ``beta`` or ``t``/``delta``/``size``.
 ucb = Acquisition("ucb", _upper_confidence_bound)

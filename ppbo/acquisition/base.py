@@ -37,6 +37,7 @@ __all__ = [
     "per_sample",
     "reduce_samples",
     "best_observed_mean",
+    "prepare_incumbents",
 ]
 
 
@@ -83,6 +84,31 @@ def best_observed_mean(sample: Sample) -> jax.Array:
     """
     mean, _ = sample.predict(sample.data.X)
     return jnp.max(jnp.where(sample.data.mask, mean, -jnp.inf))
+
+
+@jax.jit
+def _incumbents(posterior: Posterior) -> jax.Array:
+    def one(params, cache):
+        sample = Sample(params, cache, posterior.data, posterior.surrogate)
+        return best_observed_mean(sample)
+
+    return jax.vmap(one)(posterior.samples, posterior.cache)
+
+
+def prepare_incumbents(key: Any, posterior: Posterior, **options: Any) -> Any:
+    """``prepare`` for improvement-based acquisitions: per-sample incumbents.
+
+    Returns :func:`best_observed_mean` of every sample, shape (s,), computed once
+    per evaluation instead of once per call, or None when ``best_f`` is given.
+
+    Example:
+        >>> prepare_incumbents(None, posterior).shape == (posterior.num_samples,)
+        True
+    """
+    del key
+    if options.get("best_f") is not None:
+        return None
+    return _incumbents(posterior)
 
 
 @dataclass(frozen=True, eq=False)
