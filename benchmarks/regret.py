@@ -33,11 +33,32 @@ jax.config.update("jax_enable_x64", True)
 
 from ppbo import benchmarks  # noqa: E402
 
+
 #: The extension point: method name -> factory building the Method from the parsed
 #: command-line arguments. BO methods (EI, PES, ...) are registered here, e.g.
 #: ``"ei": lambda args: bo_method(acquisition=ppbo.acquisition.ei, ...)``.
+def _bo(acquisition: str, inference: str = "nuts"):
+    def factory(args: argparse.Namespace) -> benchmarks.Method:
+        return benchmarks.bayes_opt(
+            acquisition,
+            inference=inference,
+            num_warmup=args.mcmc_warmup,
+            num_samples=args.mcmc_samples,
+        )
+
+    return factory
+
+
 METHODS: dict[str, Callable[[argparse.Namespace], benchmarks.Method]] = {
     "random_search": lambda args: benchmarks.random_search,
+    # fully Bayesian (NUTS) GP with the acquisition marginalised over samples
+    "ei": _bo("ei"),
+    "log_ei": _bo("log_ei"),
+    "pi": _bo("pi"),
+    "kg": _bo("kg"),
+    # the same with slice sampling, and with one MAP sample
+    "ei_slice": _bo("ei", "slice"),
+    "ei_map": _bo("ei", "map"),
 }
 
 
@@ -75,6 +96,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--budget", type=int, default=30, help="evaluations per run")
     parser.add_argument("--n-initial", type=int, default=3)
+    parser.add_argument("--mcmc-warmup", type=int, default=256)
+    parser.add_argument("--mcmc-samples", type=int, default=256)
     parser.add_argument("--noise-var", type=float, default=1e-3)
     parser.add_argument("--workers", type=int, default=1, help="parallel processes")
     parser.add_argument("--name", default="regret", help="result file stem")

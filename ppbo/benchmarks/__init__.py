@@ -15,6 +15,7 @@ Example:
     (5, 'branin')
 """
 
+from ppbo.benchmarks.methods import BayesOpt, bayes_opt
 from ppbo.benchmarks.problems import Problem, get, names, options
 from ppbo.benchmarks.runner import (
     Method,
@@ -30,6 +31,8 @@ from ppbo.benchmarks.runner import (
 )
 
 __all__ = [
+    "BayesOpt",
+    "bayes_opt",
     "Problem",
     "get",
     "names",
