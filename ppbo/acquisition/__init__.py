@@ -4,6 +4,7 @@
 (shape (m,)), already marginalised over samples. All acquisitions are maximised.
 """
 
+from ppbo.acquisition import rff
 from ppbo.acquisition.analytic import ei, log_ei, pi, ucb, ucb_beta
 from ppbo.acquisition.base import (
     Acquisition,
@@ -15,7 +16,10 @@ from ppbo.acquisition.base import (
     per_sample,
     reduce_samples,
 )
+from ppbo.acquisition.hedge import HedgeState, hedge
 from ppbo.acquisition.kg import kg
+from ppbo.acquisition.mes import mes, sample_max_values
+from ppbo.acquisition.thompson import thompson, thompson_point
 
 __all__ = [
     "pi",
@@ -24,6 +28,13 @@ __all__ = [
     "ucb",
     "ucb_beta",
     "kg",
+    "thompson",
+    "thompson_point",
+    "mes",
+    "sample_max_values",
+    "hedge",
+    "HedgeState",
+    "rff",
     "Acquisition",
     "Bound",
     "Sample",

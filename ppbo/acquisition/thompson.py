@@ -1,0 +1,195 @@
+"""Thompson sampling on random-Fourier-feature posterior sample paths.
+
+Thompson sampling (Thompson 1933) evaluates the maximiser of one function drawn from
+the posterior. Under a hyperparameter posterior, a draw from the marginal posterior
+of ``f`` is obtained by first drawing a hyperparameter sample ``i`` and then a path
+``f ~ p(f | D, theta_i)``; the paths are random-Fourier-feature approximations
+(:mod:`ppbo.acquisition.rff`), one per hyperparameter sample, as in
+Hernández-Lobato, Hoffman and Ghahramani (2014, Appendix A).
+
+How a campaign uses it:
+
+- :func:`thompson_point` is Thompson sampling: per step it draws one
+  hyperparameter sample uniformly, one path of it, and returns that path's
+  maximiser (over given candidates, or in the unit cube by dense random search and
+  projected gradient ascent). Use ``fold_in(root, t)`` as the key of step ``t``.
+- :data:`thompson` is the same thing in the :class:`~ppbo.acquisition.Acquisition`
+  contract: ``per_sample(thompson, posterior, X, key=key)`` gives each
+  hyperparameter sample's path at ``X``, shape (s, m) (the paths are drawn once per
+  call by ``prepare``, or once per :func:`~ppbo.acquisition.bind`; the same key
+  gives the same paths). ``evaluate`` averages the s paths, which is a smoother
+  random function, NOT a Thompson sample; with a single-sample posterior (MAP,
+  Fixed) the two coincide. So, to follow Thompson sampling with the acquisition
+  optimiser, draw the hyperparameter sample first::
+
+      i = int(jax.random.randint(key_i, (), 0, posterior.num_samples))
+      X, _ = ppbo.optimize_acquisition(thompson, posterior.sample(i), key_opt)
+
+  Options: ``key`` (required) and ``num_features`` (M, default 1000).
+
+Example:
+    >>> from ppbo.acquisition import per_sample
+    >>> from ppbo.acquisition.thompson import thompson
+    >>> X = jnp.full((3, 2), 0.5)
+    >>> per_sample(thompson, posterior, X, key=key, num_features=128).shape
+    (1, 3)
+
+References:
+    Thompson (1933), "On the likelihood that one unknown probability exceeds
+    another in view of the evidence of two samples".
+    Hernández-Lobato, Hoffman and Ghahramani (2014), "Predictive entropy search for
+    efficient global optimization of black-box functions", Appendix A.
+    Rahimi and Recht (2007), "Random features for large-scale kernel machines".
+"""
+
+from __future__ import annotations
+
+import numbers
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ppbo.acquisition.base import Acquisition, Sample
+from ppbo.acquisition.rff import (
+    evaluate_paths,
+    maximize_paths,
+    sample_paths,
+    sample_posterior_paths,
+)
+from ppbo.surrogate import Posterior
+
+__all__ = ["thompson", "thompson_point"]
+
+
+def _prepare(key: jax.Array, posterior: Posterior, *, num_features: int = 1000, **_):
+    return sample_posterior_paths(key, posterior, 1, num_features)
+
+
+def _thompson(sample: Sample, X: jax.Array, **_: Any) -> jax.Array:
+    return evaluate_paths(sample.aux, X)[0]
+
+
+#: Thompson-sampling values, one RFF posterior path per hyperparameter sample.
+thompson = Acquisition("thompson", _thompson, prepare=_prepare, stochastic=True)
+
+
+@partial(
+    jax.jit,
+    static_argnames=(
+        "discrete",
+        "num_features",
+        "num_candidates",
+        "num_restarts",
+        "num_steps",
+    ),
+)
+def _point(
+    key,
+    posterior,
+    candidates,
+    discrete,
+    num_features,
+    num_candidates,
+    num_restarts,
+    num_steps,
+    learning_rate,
+):
+    k_index, k_path, k_max = jax.random.split(key, 3)
+    index = jax.random.randint(k_index, (), 0, posterior.num_samples)
+
+    def take(a):
+        return a[index]
+
+    sample = Sample(
+        jax.tree.map(take, posterior.samples),
+        jax.tree.map(take, posterior.cache),
+        posterior.data,
+        posterior.surrogate,
+    )
+    paths = sample_paths(k_path, sample, 1, num_features)
+    if discrete:
+        return candidates[jnp.argmax(evaluate_paths(paths, candidates)[0])]
+    X_star, _ = maximize_paths(
+        k_max,
+        paths,
+        candidates=candidates,
+        num_candidates=num_candidates,
+        num_restarts=num_restarts,
+        num_steps=num_steps,
+        learning_rate=learning_rate,
+    )
+    return X_star[0]
+
+
+def thompson_point(
+    key: jax.Array,
+    posterior: Posterior,
+    candidates: Any,
+    *,
+    num_features: int = 1000,
+    num_candidates: int = 1024,
+    num_restarts: int = 4,
+    num_steps: int = 100,
+    learning_rate: float = 0.02,
+) -> jax.Array:
+    """Draw one Thompson-sampling point: the argmax of one posterior sample path.
+
+    Draws a hyperparameter sample uniformly from ``posterior``, one RFF sample path
+    of it, and returns the path's maximiser.
+
+    Args:
+        key: JAX PRNG key (``fold_in(root, t)`` at step ``t``).
+        posterior: a GP posterior (see :func:`~ppbo.acquisition.rff.sample_paths`).
+        candidates: either a finite candidate set of shape (m, d), whose best row is
+            returned, or the input dimension ``d`` (an int) to maximise over the
+            unit cube: ``num_candidates`` random points plus the observed inputs,
+            refined by projected gradient ascent (see
+            :func:`~ppbo.acquisition.rff.maximize_paths`).
+        num_features: M.
+        num_candidates, num_restarts, num_steps, learning_rate: the continuous
+            search (ignored for a finite candidate set).
+
+    Returns:
+        The point, shape (d,), in [0, 1]^d for the continuous search.
+
+    Raises:
+        ValueError: for candidates of the wrong dimension.
+
+    Example:
+        >>> x = thompson_point(key, posterior, 2, num_features=128,
+        ...                    num_candidates=128, num_steps=10)
+        >>> x.shape, bool(jnp.all((x >= 0) & (x <= 1)))
+        ((2,), True)
+    """
+    dim = posterior.data.dim
+    discrete = not isinstance(candidates, numbers.Integral)
+    if discrete:
+        points = jnp.asarray(candidates)
+        if points.ndim != 2 or points.shape[1] != dim or points.shape[0] == 0:
+            raise ValueError(
+                f"candidates must have shape (m, {dim}) with m >= 1, got shape "
+                f"{points.shape}"
+            )
+        if not np.issubdtype(points.dtype, np.floating):
+            points = points.astype(posterior.data.X.dtype)
+    else:
+        if int(candidates) != dim:
+            raise ValueError(
+                f"candidates is the dimension d = {candidates}, but the posterior's "
+                f"data have d = {dim}"
+            )
+        points = posterior.data.X
+    return _point(
+        key,
+        posterior,
+        points,
+        discrete,
+        int(num_features),
+        int(num_candidates),
+        int(num_restarts),
+        int(num_steps),
+        learning_rate,
+    )
