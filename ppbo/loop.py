@@ -90,7 +90,12 @@ def suggest(
         A :class:`Suggestion`.
 
     Example:
-        >>> # step = suggest(key, gp.surrogate(), ppbo.NUTS(), acquisition.ei, data)
+        >>> step = suggest(
+        ...     key, posterior.surrogate, ppbo.MAP(), ppbo.acquisition.ei, data,
+        ...     optimizer_options={"num_raw": 64},
+        ... )
+        >>> step.X.shape
+        (1, 2)
     """
     key_fit, key_opt = jax.random.split(key)
     posterior = fit(surrogate, data, inference, key_fit, init=init)

@@ -80,7 +80,9 @@ def condition_on_pending(posterior: Posterior, pending: Any) -> Posterior:
         A new posterior with the same samples, conditioned on the extended data.
 
     Example:
-        >>> # busy = condition_on_pending(posterior, np.array([[0.2, 0.3]]))
+        >>> busy = condition_on_pending(posterior, np.array([[0.2, 0.3]]))
+        >>> busy.data.n == posterior.data.n + 1
+        True
     """
     pending = np.asarray(pending, dtype=np.float64).reshape(-1, posterior.data.dim)
     if len(pending) == 0:
@@ -189,7 +191,10 @@ def optimize_acquisition(
         ValueError: for non-positive ``q``, ``num_raw`` or ``num_restarts``.
 
     Example:
-        >>> # X, values = optimize_acquisition(ppbo.acquisition.ei, posterior, key)
+        >>> from ppbo.acquisition import ei
+        >>> X, values = optimize_acquisition(ei, posterior, key, num_raw=64)
+        >>> X.shape, values.shape
+        ((1, 2), (1,))
     """
     for name, value in (("q", q), ("num_raw", num_raw), ("num_restarts", num_restarts)):
         if int(value) < 1:
@@ -254,7 +259,9 @@ def recommend(posterior: Posterior, key: jax.Array, **kwargs: Any) -> Recommenda
         **kwargs: passed to :func:`optimize_acquisition` (``num_raw`` ...).
 
     Example:
-        >>> # rec = recommend(posterior, jax.random.key(0)); rec.x_mean
+        >>> rec = recommend(posterior, jax.random.key(0), num_raw=64)
+        >>> rec.value_mean >= rec.value_observed
+        True
     """
     X, values = optimize_acquisition(posterior_mean, posterior, key, **kwargs)
     X_obs, _, _ = posterior.data.unpadded()

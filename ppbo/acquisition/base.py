@@ -80,7 +80,7 @@ def best_observed_mean(sample: Sample) -> jax.Array:
     The default incumbent ``best_f`` of EI and PI for noisy observations.
 
     Example:
-        >>> # inside an acquisition: best_f = best_observed_mean(sample)
+        >>> # inside an acquisition fn(sample, X): best_f = best_observed_mean(sample)
     """
     mean, _ = sample.predict(sample.data.X)
     return jnp.max(jnp.where(sample.data.mask, mean, -jnp.inf))
@@ -218,7 +218,10 @@ def bind(acquisition: Acquisition, posterior: Posterior, **options: Any) -> Boun
     differentiable, which the acquisition optimiser relies on.
 
     Example:
-        >>> # values = bind(ppbo.acquisition.ei, posterior)(X)  # (s, m)
+        >>> from ppbo.acquisition import ei
+        >>> values, grad = bind(ei, posterior).value_and_grad(np.array([[0.5, 0.5]]))
+        >>> values.shape, grad.shape
+        ((1,), (1, 2))
     """
     options = dict(options)
     key = options.pop("key", None)
@@ -241,7 +244,9 @@ def per_sample(
     Takes the same options as :func:`evaluate`.
 
     Example:
-        >>> # values = per_sample(ppbo.acquisition.ei, posterior, X)  # (s, m)
+        >>> from ppbo.acquisition import ei
+        >>> per_sample(ei, posterior, np.array([[0.5, 0.5]])).shape
+        (1, 1)
     """
     X = _validate_X(X, posterior.data.dim)
     return bind(acquisition, posterior, **options)(X)
@@ -269,7 +274,12 @@ def evaluate(
     Returns:
         Array of shape (m,).
 
+    For gradients with respect to ``X`` use ``bind(acquisition, posterior,
+    **options).value_and_grad(X)``: ``evaluate`` validates ``X`` on the host.
+
     Example:
-        >>> # ppbo.acquisition.evaluate(ppbo.acquisition.ei, posterior, X)
+        >>> from ppbo.acquisition import ei
+        >>> evaluate(ei, posterior, np.array([[0.5, 0.5], [0.9, 0.1]])).shape
+        (2,)
     """
     return reduce_samples(acquisition, per_sample(acquisition, posterior, X, **options))
