@@ -11,6 +11,7 @@ eqs. (4.9), (4.14), (4.16) and (4.17).
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,7 +75,7 @@ def scaled_sq_dist(X1: jax.Array, X2: jax.Array, lengthscale: jax.Array) -> jax.
     return r2
 
 
-class Kernel:
+class Kernel(abc.ABC):
     """Base class: override :meth:`evaluate`; :meth:`matrix` vmaps it by default.
 
     Example:
@@ -84,9 +85,9 @@ class Kernel:
         (3, 4)
     """
 
+    @abc.abstractmethod
     def evaluate(self, x1: jax.Array, x2: jax.Array) -> jax.Array:
         """Covariance of two single points of shape (d,)."""
-        raise NotImplementedError
 
     def matrix(self, X1: jax.Array, X2: jax.Array) -> jax.Array:
         """Covariance matrix of all pairs, shape (m1, m2)."""
@@ -110,8 +111,9 @@ class Kernel:
 class _Stationary(Kernel):
     lengthscale: jax.Array
 
+    @abc.abstractmethod
     def _profile(self, r2: jax.Array) -> jax.Array:
-        raise NotImplementedError
+        """Covariance as a function of the scaled squared distance."""
 
     def evaluate(self, x1, x2):
         r2 = jnp.sum(((x1 - x2) / self.lengthscale) ** 2)
