@@ -89,15 +89,19 @@ class Surrogate:
             return self.predict(params, data, X, **kw)
         return self.predict(params, data, X, cache, **kw)
 
-    def predict_joint_one(
-        self, params: Params, data: Dataset, X: jax.Array, cache: Any = None, **kw
-    ) -> tuple[jax.Array, jax.Array]:
-        """Per-sample joint prediction (mean (m,), covariance (m, m))."""
+    def require_joint(self) -> None:
+        """Raise ``TypeError`` unless the surrogate offers ``predict_joint``."""
         if self.predict_joint is None:
             raise TypeError(
                 f"surrogate {self.name!r} offers no predict_joint, so joint draws "
                 "are not available; build it with a predict_joint function"
             )
+
+    def predict_joint_one(
+        self, params: Params, data: Dataset, X: jax.Array, cache: Any = None, **kw
+    ) -> tuple[jax.Array, jax.Array]:
+        """Per-sample joint prediction (mean (m,), covariance (m, m))."""
+        self.require_joint()
         if self.prepare is None:
             return self.predict_joint(params, data, X, **kw)
         return self.predict_joint(params, data, X, cache, **kw)
@@ -349,8 +353,7 @@ class Posterior:
             True
         """
         X = _validate_X(X, self.data.dim)
-        if self.surrogate.predict_joint is None:
-            self.surrogate.predict_joint_one(None, self.data, X)  # raises TypeError
+        self.surrogate.require_joint()
         num = int(num)
         if num < 1:
             raise ValueError(f"num must be >= 1, got num={num}")
