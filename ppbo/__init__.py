@@ -6,12 +6,23 @@ changes no JAX configuration: enable float64 with
 ``jax.config.update("jax_enable_x64", True)`` before use.
 """
 
-from ppbo import acquisition
+from ppbo import acquisition, storage
 from ppbo.data import Dataset, bucket_capacity
 from ppbo.inference import MAP, NUTS, Fixed, Inference, Slice, fit
 from ppbo.linalg import CholeskyError
-from ppbo.loop import Suggestion, standardize, suggest
+from ppbo.loop import (
+    CampaignWarning,
+    Optimizer,
+    Recommended,
+    Result,
+    Suggestion,
+    maximize,
+    minimize,
+    standardize,
+    suggest,
+)
 from ppbo.optimize import Recommendation, optimize_acquisition, recommend
+from ppbo.space import Categorical, Integer, Real, Space
 from ppbo.surrogate import Diagnostics, DiagnosticWarning, Posterior, Surrogate
 
 __all__ = [
@@ -35,6 +46,17 @@ __all__ = [
     "suggest",
     "Suggestion",
     "standardize",
+    "Space",
+    "Real",
+    "Integer",
+    "Categorical",
+    "Optimizer",
+    "Recommended",
+    "Result",
+    "CampaignWarning",
+    "minimize",
+    "maximize",
+    "storage",
 ]
 
 __version__ = "0.1.0"
