@@ -717,10 +717,15 @@ class Optimizer:
         values = np.clip(values, values[finite].min(), values[finite].max())
         X = np.stack([self._space.to_unit(t.params) for t in complete])
         sign = 1.0 if self._direction == "maximize" else -1.0
-        signed = sign * values
+        # divide by the largest magnitude first so that values up to the largest
+        # float64 do not overflow the mean and the standard deviation
+        magnitude = float(np.max(np.abs(values)))
+        magnitude = magnitude if magnitude > 0 else 1.0
+        signed = sign * (values / magnitude)
         shift, scale = signed.mean(), signed.std()
         scale = scale if scale > 0 else 1.0
-        return Dataset(X, (signed - shift) / scale), (shift, scale)
+        y = (signed - shift) / scale
+        return Dataset(X, y), (shift * magnitude, scale * magnitude)
 
     def _suggest(self, key, data, q, pending):
         from ppbo.surrogate import DiagnosticWarning

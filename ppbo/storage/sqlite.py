@@ -360,3 +360,8 @@ class SQLiteStorage(Storage):
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+    def __del__(self) -> None:
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
