@@ -1,19 +1,82 @@
 """The ``ppbo`` command.
 
-``ppbo demo`` fits the fully Bayesian GP to noisy observations of the Forrester
-function with NUTS and slice sampling, prints ArviZ summaries and diagnostics, and
-writes a plot of the predictive distribution.
+- ``ppbo run PROBLEM`` runs a campaign on a built-in benchmark (see
+  ``ppbo.benchmarks.names()``) with a progress bar, then prints a summary and
+  writes the convergence plot (PNG) and the final posterior (netCDF) next to the
+  database;
+- ``ppbo resume NAME`` continues a stopped ``run`` to its budget;
+- ``ppbo show [NAME]`` lists the campaigns, or one campaign's trials;
+- ``ppbo create NAME --space JSON``, ``ppbo ask NAME`` and ``ppbo tell NAME``
+  drive a campaign on an external objective with JSON in and out (for shell
+  scripts and lab processes);
+- ``ppbo demo`` fits the fully Bayesian GP to noisy Forrester observations with
+  NUTS and slice sampling and plots the predictive distribution.
+
+Every command takes ``--storage`` (a SQLite file, default
+``ppbo-output/ppbo.db``). Compiled JAX code is cached in a private per-user
+folder (``$PPBO_CACHE_DIR``, else ``$XDG_CACHE_HOME/ppbo/jax`` or
+``~/.cache/ppbo/jax``, mode 0700), so a second run starts fast.
+
+Exit status: 0 on success, 2 for bad input (the message names the field and the
+value).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
+from typing import Any
 
-__all__ = ["main"]
+__all__ = ["main", "enable_compilation_cache", "cache_dir"]
+
+DEFAULT_STORAGE = os.path.join("ppbo-output", "ppbo.db")
+
+
+class UsageError(Exception):
+    """Bad input from the command line (exit status 2)."""
+
+
+def cache_dir() -> Path:
+    """The private per-user folder for JAX's persistent compilation cache.
+
+    Example:
+        >>> cache_dir().name
+        'jax'
+    """
+    override = os.environ.get("PPBO_CACHE_DIR")
+    if override:
+        return Path(override)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".cache"
+    )
+    return Path(base) / "ppbo" / "jax"
+
+
+def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
+    """Turn on JAX's persistent compilation cache in a private folder.
+
+    The folder is created with mode 0700 (only its owner may read the cached
+    executables). Every compilation is cached, so a second ``ppbo run`` skips the
+    tens of seconds the first spends compiling.
+
+    Example:
+        >>> # enable_compilation_cache()  # what the ppbo command does at start
+    """
+    import jax
+
+    folder = Path(path) if path is not None else cache_dir()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(folder, 0o700)
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return folder
 
 
 def _forrester(x):
@@ -78,23 +141,554 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- helpers --------------------------------------------------------------------------
+
+
+def _setup() -> None:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    enable_compilation_cache()
+
+
+def _problem_space(problem) -> Any:
+    import ppbo
+
+    return ppbo.Space(
+        {name: ppbo.Real(float(low), float(high)) for name, low, high in problem.space}
+    )
+
+
+def _regret(problem, value: float | None) -> float | None:
+    if value is None or problem.optimum_value is None:
+        return None
+    if problem.direction == "minimize":
+        return float(value - problem.optimum_value)
+    return float(problem.optimum_value - value)
+
+
+def _point(problem, params: dict) -> Any:
+    import numpy as np
+
+    return np.array([params[name] for name, _, _ in problem.space], dtype=np.float64)
+
+
+def _format(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _build_problem(spec: dict):
+    from ppbo.benchmarks import get
+
+    return get(spec["problem"], noise_var=spec["noise_var"], **spec["options"])
+
+
+def _inference(name: str, samples: int | None):
+    import ppbo
+
+    name = name.lower()
+    if name == "nuts":
+        n = samples or 256
+        return ppbo.NUTS(num_warmup=n, num_samples=n)
+    if name == "slice":
+        n = samples or 256
+        return ppbo.Slice(num_warmup=max(n // 2, 1), num_samples=n)
+    if name == "map":
+        return ppbo.MAP()
+    raise UsageError(f"--inference must be nuts, slice or map, got {name!r}")
+
+
+def _free_name(storage, base: str) -> str:
+    name, k = base, 1
+    while storage.get_campaign(name) is not None:
+        k += 1
+        name = f"{base}-{k}"
+    return name
+
+
+def _campaign_loop(opt, problem, spec: dict, budget: int, seed: int, quiet: bool):
+    """Evaluate until ``budget`` trials are finished, with a progress bar."""
+    import numpy as np
+    from tqdm.auto import tqdm
+
+    from ppbo.storage import TrialState
+
+    finished = len(opt.get_trials(TrialState.FINISHED))
+    bar = tqdm(
+        total=budget,
+        initial=finished,
+        desc=opt.name,
+        unit="eval",
+        disable=quiet,
+        dynamic_ncols=True,
+    )
+
+    def evaluate(trial, ask_seconds=0.0):
+        start = time.perf_counter()
+        x = _point(problem, trial.params)
+        rng = np.random.default_rng([seed, trial.number])
+        value = float(problem(x, rng))
+        trial = opt.tell(trial, value)
+        best = opt.best_trial
+        regret = None
+        if best is not None and problem.optimum_value is not None:
+            regret = _regret(problem, problem.noise_free(_point(problem, best.params)))
+        diagnostics = len(trial.extra.get("diagnostics", ()))
+        bar.set_postfix(
+            value=_format(value),
+            best=_format(None if best is None else best.value),
+            regret=_format(regret),
+            s_per_step=f"{ask_seconds + time.perf_counter() - start:.2f}",
+            mcmc_warnings=diagnostics,
+            refresh=False,
+        )
+        bar.update(1)
+
+    for trial in opt.get_trials(TrialState.RUNNING):  # left by an earlier process
+        evaluate(trial)
+    while len(opt.get_trials(TrialState.FINISHED)) < budget:
+        start = time.perf_counter()
+        trial = opt.ask()
+        evaluate(trial, time.perf_counter() - start)
+    bar.close()
+
+
+def _convergence_plot(opt, problem, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    trials = opt.get_trials()
+    sign = 1.0 if problem.direction == "minimize" else -1.0
+    best, regrets, numbers = math.inf, [], []
+    for t in trials:
+        if t.state != "COMPLETE":
+            continue
+        true = float(problem.noise_free(_point(problem, t.params)))
+        best = min(best, sign * true)
+        numbers.append(t.number + 1)
+        regrets.append(sign * best)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    if problem.optimum_value is not None:
+        gap = np.maximum(np.abs(np.array(regrets) - problem.optimum_value), 1e-12)
+        ax.semilogy(numbers, gap, marker=".")
+        ax.set_ylabel("immediate regret of the best point")
+    else:
+        ax.plot(numbers, regrets, marker=".")
+        ax.set_ylabel("best value (noise-free)")
+    ax.set_xlabel("evaluations")
+    ax.set_title(f"{opt.name}: {problem.name}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _finish_run(opt, problem, storage_path: str, started: float) -> None:
+    out = Path(storage_path).resolve().parent
+    best = opt.best_trial
+    print(
+        f"\ncampaign {opt.name!r}: {len(opt.get_trials())} trials in "
+        f"{time.perf_counter() - started:.1f} s"
+    )
+    counts: dict[str, int] = {}
+    for t in opt.get_trials():
+        counts[t.state] = counts.get(t.state, 0) + 1
+    print("  states: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if best is not None:
+        print(f"  best value {best.value:.6g} at {best.params} (trial {best.number})")
+        regret = _regret(problem, problem.noise_free(_point(problem, best.params)))
+        if regret is not None:
+            print(f"  regret of the best point {regret:.3g}")
+    try:
+        posterior = opt.fit()
+        recommended = opt.recommend()
+    except ValueError as error:
+        print(f"  no model: {error}")
+        return
+    true = problem.noise_free(_point(problem, recommended.params))
+    line = f"  recommended {recommended.params}: predicted {recommended.mean:.6g}"
+    regret = _regret(problem, true)
+    if regret is not None:
+        line += f", regret {regret:.3g}"
+    print(line)
+    report = posterior.diagnostics(warn=False)
+    for message in report.warnings:
+        print(f"  MCMC: {message}")
+    plot = out / f"{opt.name}-convergence.png"
+    _convergence_plot(opt, problem, plot)
+    netcdf = out / f"{opt.name}-posterior.nc"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        posterior.to_arviz().to_netcdf(str(netcdf), engine="h5netcdf")
+    print(f"  wrote {plot}\n  wrote {netcdf}\n  database {storage_path}")
+
+
+# -- commands -------------------------------------------------------------------------
+
+
+def _run(args: argparse.Namespace) -> int:
+    import ppbo
+    from ppbo.benchmarks import names
+    from ppbo.storage import open_storage
+
+    if args.problem not in names():
+        raise UsageError(f"PROBLEM must be one of {names()}, got {args.problem!r}")
+    if args.budget < 1:
+        raise UsageError(f"--budget must be >= 1, got {args.budget}")
+    if args.noise_var < 0:
+        raise UsageError(f"--noise-var must be >= 0, got {args.noise_var}")
+    _setup()
+    spec = {"problem": args.problem, "noise_var": args.noise_var, "options": {}}
+    problem = _build_problem(spec)
+    storage = open_storage(args.storage)
+    if args.name is not None and storage.get_campaign(args.name) is not None:
+        raise UsageError(
+            f"--name {args.name!r} already exists in {args.storage}; continue it "
+            f"with: ppbo resume {args.name} --storage {args.storage}"
+        )
+    name = args.name or _free_name(
+        storage, f"{args.problem}-{args.acquisition}-seed{args.seed}"
+    )
+    try:
+        opt = ppbo.Optimizer(
+            _problem_space(problem),
+            surrogate=args.model,
+            inference=_inference(args.inference, args.samples),
+            acquisition=args.acquisition,
+            direction=problem.direction,
+            n_initial=args.n_initial,
+            seed=args.seed,
+            storage=storage,
+            name=name,
+            metadata={"cli": spec | {"budget": args.budget}},
+        )
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    started = time.perf_counter()
+    _campaign_loop(opt, problem, spec, args.budget, args.seed, args.quiet)
+    _finish_run(opt, problem, args.storage, started)
+    return 0
+
+
+def _load(args: argparse.Namespace):
+    import ppbo
+
+    _setup()
+    if not Path(args.storage).exists():
+        raise UsageError(f"--storage {args.storage!r} does not exist")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ppbo.CampaignWarning)
+        try:
+            opt = ppbo.Optimizer.load(args.storage, args.name)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
+    return opt
+
+
+def _resume(args: argparse.Namespace) -> int:
+    opt = _load(args)
+    spec = opt.config.get("metadata", {}).get("cli")
+    if spec is None:
+        raise UsageError(
+            f"campaign {args.name!r} was not started by 'ppbo run'; drive it with "
+            "'ppbo ask' / 'ppbo tell' or ppbo.Optimizer"
+        )
+    budget = args.budget if args.budget is not None else spec["budget"]
+    started = time.perf_counter()
+    _campaign_loop(
+        opt, _build_problem(spec), spec, budget, opt.config["seed"], args.quiet
+    )
+    _finish_run(opt, _build_problem(spec), args.storage, started)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from ppbo.storage import open_storage
+
+    if not Path(args.storage).exists():
+        raise UsageError(f"--storage {args.storage!r} does not exist")
+    if args.name is None:
+        storage = open_storage(args.storage)
+        rows = []
+        for c in storage.list_campaigns():
+            trials = storage.get_trials(c.id)
+            rows.append(
+                {
+                    "name": c.name,
+                    "trials": len(trials),
+                    "complete": sum(t.state == "COMPLETE" for t in trials),
+                    "running": sum(t.state == "RUNNING" for t in trials),
+                    "direction": c.config.get("direction"),
+                    "acquisition": c.config.get("acquisition", {}).get("name"),
+                }
+            )
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            print(pd.DataFrame(rows).to_string(index=False) if rows else "no campaigns")
+        return 0
+    opt = _load(args)
+    table = opt.trials
+    if args.json:
+        print(table.to_json(orient="records", indent=2))
+        return 0
+    columns = ["number", "state", "value", "origin"]
+    columns += [c for c in table.columns if c.startswith("params_")]
+    with pd.option_context("display.width", 200, "display.max_rows", 1000):
+        print(table[columns].to_string(index=False))
+    best = opt.best_trial
+    if best is not None:
+        print(f"best: trial {best.number}, value {best.value:.6g}, {best.params}")
+    return 0
+
+
+def _read_json(text: str, what: str) -> Any:
+    if text == "-":
+        text = sys.stdin.read()
+    elif Path(text).is_file():
+        text = Path(text).read_text()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"{what} is not valid JSON: {error}") from None
+
+
+def _create(args: argparse.Namespace) -> int:
+    import ppbo
+
+    _setup()
+    description = _read_json(args.space, "--space")
+    try:
+        if isinstance(description, dict):
+            space = ppbo.Space(
+                {name: _dimension(name, spec) for name, spec in description.items()}
+            )
+        else:
+            space = ppbo.Space.from_json(description)
+        ppbo.Optimizer(
+            space,
+            surrogate=args.model,
+            inference=_inference(args.inference, args.samples),
+            acquisition=args.acquisition,
+            direction=args.direction,
+            n_initial=args.n_initial,
+            seed=args.seed,
+            storage=args.storage,
+            name=args.name,
+        )
+    except (ValueError, TypeError) as error:
+        raise UsageError(str(error)) from None
+    print(json.dumps({"name": args.name, "storage": args.storage}))
+    return 0
+
+
+def _dimension(name: str, spec: Any):
+    import ppbo
+
+    if not isinstance(spec, dict) or "type" not in spec:
+        raise UsageError(
+            f"--space entry {name!r} must be an object with a 'type' (real, integer, "
+            f"categorical), got {spec!r}"
+        )
+    spec = dict(spec)
+    kind = spec.pop("type")
+    table = {
+        "real": ppbo.Real,
+        "integer": ppbo.Integer,
+        "categorical": ppbo.Categorical,
+    }
+    if kind not in table:
+        raise UsageError(f"--space entry {name!r} has unknown type {kind!r}")
+    try:
+        return table[kind](**spec)
+    except TypeError as error:
+        raise UsageError(f"--space entry {name!r}: {error}") from None
+
+
+def _trial_json(trial) -> dict:
+    return {
+        "trial": trial.number,
+        "params": trial.params,
+        "state": trial.state,
+        "value": trial.value,
+    }
+
+
+def _ask(args: argparse.Namespace) -> int:
+    opt = _load(args)
+    if args.n < 1:
+        raise UsageError(f"--n must be >= 1, got {args.n}")
+    trials = opt.ask(args.n)
+    out = [_trial_json(t) for t in trials]
+    print(json.dumps(out[0] if args.n == 1 else out))
+    return 0
+
+
+def _tell(args: argparse.Namespace) -> int:
+    opt = _load(args)
+    if args.json is not None:
+        message = _read_json(args.json, "the tell JSON")
+        records = message if isinstance(message, list) else [message]
+    else:
+        records = [
+            {
+                "trial": args.trial,
+                "value": args.value,
+                "failed": args.failed,
+                "abandon": args.abandon,
+            }
+        ]
+    results = []
+    for record in records:
+        if not isinstance(record, dict):
+            raise UsageError(f"each tell must be a JSON object, got {record!r}")
+        unknown = set(record) - {
+            "trial",
+            "value",
+            "failed",
+            "abandon",
+            "message",
+            "params",
+        }
+        if unknown:
+            raise UsageError(f"unknown field {sorted(unknown)[0]!r} in {record!r}")
+        try:
+            if record.get("trial") is None and "params" in record:
+                trial = opt.add(record["params"], record.get("value"))
+            elif record.get("trial") is None:
+                raise UsageError(f"a tell needs 'trial' (or 'params'), got {record!r}")
+            elif record.get("abandon"):
+                trial = opt.abandon(record["trial"], record.get("message"))
+            elif record.get("failed"):
+                trial = opt.tell(
+                    record["trial"], failed=True, message=record.get("message")
+                )
+            else:
+                value = record.get("value")
+                if isinstance(value, str):
+                    value = float(value)  # "nan", "inf" from shell scripts
+                trial = opt.tell(record["trial"], value, message=record.get("message"))
+        except (KeyError, ValueError) as error:
+            raise UsageError(str(error).strip("'\"")) from None
+        results.append(_trial_json(trial))
+    print(json.dumps(results[0] if len(results) == 1 else results))
+    return 0
+
+
+def _storage_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--storage",
+        default=DEFAULT_STORAGE,
+        help=f"SQLite database file (default: {DEFAULT_STORAGE})",
+    )
+
+
+def _model_options(parser: argparse.ArgumentParser, acquisition: str) -> None:
+    parser.add_argument(
+        "--acquisition", default=acquisition, help="e.g. ei, log_ei, pes"
+    )
+    parser.add_argument(
+        "--model", default="gp", help="gp or gp-<kernel> (matern52, rbf, ...)"
+    )
+    parser.add_argument("--inference", default="nuts", help="nuts, slice or map")
+    parser.add_argument(
+        "--samples", type=int, default=None, help="MCMC warm-up and samples (256)"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--n-initial", type=int, default=None, help="initial design size"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ppbo`` command.
 
     Example:
-        >>> # $ ppbo demo --samples 200
+        >>> # $ ppbo run branin --budget 30
+        >>> # $ ppbo show branin-ei-seed0
     """
+    from ppbo.loop import DEFAULT_ACQUISITION
+
     parser = argparse.ArgumentParser(prog="ppbo", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run a campaign on a built-in benchmark")
+    run.add_argument("problem", help="benchmark name, e.g. branin, hartmann6")
+    run.add_argument("--budget", type=int, default=30, help="evaluations (30)")
+    run.add_argument("--noise-var", type=float, default=0.0)
+    run.add_argument("--name", default=None, help="campaign name (default: generated)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _model_options(run, DEFAULT_ACQUISITION)
+    _storage_option(run)
+
+    resume = commands.add_parser("resume", help="continue a stopped 'ppbo run'")
+    resume.add_argument("name")
+    resume.add_argument("--budget", type=int, default=None, help="new total budget")
+    resume.add_argument("--quiet", action="store_true")
+    _storage_option(resume)
+
+    show = commands.add_parser("show", help="list campaigns or one campaign's trials")
+    show.add_argument("name", nargs="?")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    _storage_option(show)
+
+    create = commands.add_parser("create", help="create a campaign for ask/tell")
+    create.add_argument("name")
+    create.add_argument(
+        "--space",
+        required=True,
+        help='JSON object, file or "-": {"lr": {"type": "real", "low": 1e-4, '
+        '"high": 0.1, "log": true}, ...}',
+    )
+    create.add_argument("--direction", default="minimize")
+    _model_options(create, DEFAULT_ACQUISITION)
+    _storage_option(create)
+
+    ask = commands.add_parser("ask", help="suggest trials; prints JSON")
+    ask.add_argument("name")
+    ask.add_argument("--n", type=int, default=1)
+    _storage_option(ask)
+
+    tell = commands.add_parser("tell", help="record results; prints JSON")
+    tell.add_argument("name")
+    tell.add_argument("--trial", type=int)
+    tell.add_argument("--value", type=float)
+    tell.add_argument("--failed", action="store_true")
+    tell.add_argument("--abandon", action="store_true")
+    tell.add_argument(
+        "--json",
+        default=None,
+        help='JSON (or "-" for stdin): {"trial": 3, "value": 1.2} or a list',
+    )
+    _storage_option(tell)
+
     demo = commands.add_parser("demo", help="fit a fully Bayesian GP and plot it")
     demo.add_argument("--n", type=int, default=12, help="number of observations")
     demo.add_argument("--samples", type=int, default=256, help="MCMC warm-up/samples")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--out", default=os.environ.get("PPBO_OUT", "ppbo-output"))
+
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        return _demo(args)
-    return 2  # pragma: no cover
+    handlers = {
+        "run": _run,
+        "resume": _resume,
+        "show": _show,
+        "create": _create,
+        "ask": _ask,
+        "tell": _tell,
+        "demo": _demo,
+    }
+    try:
+        return handlers[args.command](args)
+    except UsageError as error:
+        print(f"ppbo {args.command}: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

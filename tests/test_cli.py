@@ -1,0 +1,147 @@
+"""The ppbo command end to end (subprocesses): run, show, resume, create, ask, tell."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SPACE = json.dumps(
+    {
+        "x": {"type": "real", "low": 0.0, "high": 1.0},
+        "k": {"type": "categorical", "choices": ["a", "b"]},
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("jax-cache")
+    env = dict(os.environ, PPBO_CACHE_DIR=str(cache), PYTHONUNBUFFERED="1")
+
+    def call(*args, stdin=None, expect=0):
+        result = subprocess.run(
+            [sys.executable, "-m", "ppbo.cli", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+        assert result.returncode == expect, result.stderr[-3000:]
+        return result
+
+    return call
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("runs") / "campaigns.db")
+
+
+def test_run_show_resume(cli, db, tmp_path_factory):
+    small = ["--samples", "16", "--n-initial", "3", "--storage", db, "--quiet"]
+    out = cli("run", "branin", "--budget", "5", "--name", "b", *small).stdout
+    assert "campaign 'b': 5 trials" in out and "regret of the best point" in out
+    folder = os.path.dirname(db)
+    assert os.path.exists(os.path.join(folder, "b-convergence.png"))
+    assert os.path.exists(os.path.join(folder, "b-posterior.nc"))
+    shown = json.loads(cli("show", "b", "--storage", db, "--json").stdout)
+    assert [t["state"] for t in shown] == ["COMPLETE"] * 5
+    table = cli("show", "b", "--storage", db).stdout
+    assert "params_x1" in table and "best: trial" in table
+    listing = cli("show", "--storage", db).stdout
+    assert "b" in listing.split()
+    cli("resume", "b", "--budget", "7", "--storage", db, "--quiet")
+    shown = json.loads(cli("show", "b", "--storage", db, "--json").stdout)
+    assert len(shown) == 7 and shown[5]["origin"] == "model"
+    # a name that exists is not overwritten
+    error = cli("run", "branin", "--name", "b", "--storage", db, expect=2).stderr
+    assert "already exists" in error and "ppbo resume b" in error
+
+
+def test_ask_tell_with_json(cli, db):
+    cli(
+        "create",
+        "ext",
+        "--space",
+        SPACE,
+        "--inference",
+        "map",
+        "--n-initial",
+        "2",
+        "--storage",
+        db,
+    )
+    first = json.loads(cli("ask", "ext", "--storage", db).stdout)
+    assert first["trial"] == 0 and set(first["params"]) == {"x", "k"}
+    told = json.loads(
+        cli("tell", "ext", "--trial", "0", "--value", "1.5", "--storage", db).stdout
+    )
+    assert told["state"] == "COMPLETE" and told["value"] == 1.5
+    batch = json.loads(cli("ask", "ext", "--n", "2", "--storage", db).stdout)
+    assert [t["trial"] for t in batch] == [1, 2]
+    message = json.dumps(
+        [
+            {"trial": 1, "value": 0.5},
+            {"trial": 2, "failed": True, "message": "instrument fault"},
+            {"params": {"x": 0.25, "k": "b"}, "value": 0.75},
+        ]
+    )
+    told = json.loads(
+        cli("tell", "ext", "--json", "-", "--storage", db, stdin=message).stdout
+    )
+    assert [t["state"] for t in told] == ["COMPLETE", "FAILED", "COMPLETE"]
+    model = json.loads(cli("ask", "ext", "--storage", db).stdout)
+    assert model["trial"] == 4
+    abandoned = cli("tell", "ext", "--trial", "4", "--abandon", "--storage", db)
+    assert json.loads(abandoned.stdout)["state"] == "ABANDONED"
+    shown = json.loads(cli("show", "ext", "--storage", db, "--json").stdout)
+    assert [t["state"] for t in shown] == [
+        "COMPLETE",
+        "COMPLETE",
+        "FAILED",
+        "COMPLETE",
+        "ABANDONED",
+    ]
+
+
+@pytest.mark.parametrize(
+    "args, stdin, message",
+    [
+        (["tell", "ext", "--trial", "99", "--value", "1"], None, "trial 99 does not"),
+        (["tell", "ext", "--trial", "0", "--value", "2"], None, "already COMPLETE"),
+        (
+            ["tell", "ext", "--json", "-"],
+            '{"params": {"x": 5.0, "k": "a"}, "value": 1}',
+            "parameter 'x' = 5.0 is outside its bounds",
+        ),
+        (
+            ["tell", "ext", "--json", "-"],
+            '{"params": {"x": 0.5}, "value": 1}',
+            "missing parameter 'k'",
+        ),
+        (["tell", "ext", "--json", "-"], "{not json", "not valid JSON"),
+        (["tell", "ext", "--json", "-"], '{"trial": 0, "colour": 1}', "'colour'"),
+        (["show", "nothing"], None, "no campaign named 'nothing'"),
+        (["run", "nosuch"], None, "PROBLEM must be one of"),
+        (["run", "branin", "--budget", "0"], None, "--budget must be >= 1"),
+        (["run", "branin", "--inference", "hmc"], None, "--inference must be"),
+        (
+            [
+                "create",
+                "bad",
+                "--space",
+                '{"x": {"type": "real", "low": 1, "high": 0}}',
+            ],
+            None,
+            "low < high",
+        ),
+    ],
+)
+def test_bad_input_is_named(cli, db, args, stdin, message):
+    error = cli(*args, "--storage", db, stdin=stdin, expect=2).stderr
+    assert message in error
