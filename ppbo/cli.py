@@ -522,6 +522,9 @@ def _trial_json(trial) -> dict:
 
 def _ask(args: argparse.Namespace) -> int:
     opt = _load(args)
+    if args.running:  # re-ask: the trials still out, e.g. after a crash
+        print(json.dumps([_trial_json(t) for t in opt.get_trials("RUNNING")]))
+        return 0
     if args.n < 1:
         raise UsageError(f"--n must be >= 1, got {args.n}")
     trials = opt.ask(args.n)
@@ -653,6 +656,11 @@ def main(argv: list[str] | None = None) -> int:
     ask = commands.add_parser("ask", help="suggest trials; prints JSON")
     ask.add_argument("name")
     ask.add_argument("--n", type=int, default=1)
+    ask.add_argument(
+        "--running",
+        action="store_true",
+        help="print the RUNNING trials (asked, not told) instead of asking",
+    )
     _storage_option(ask)
 
     tell = commands.add_parser("tell", help="record results; prints JSON")

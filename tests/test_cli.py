@@ -97,6 +97,9 @@ def test_ask_tell_with_json(cli, db):
     assert [t["state"] for t in told] == ["COMPLETE", "FAILED", "COMPLETE"]
     model = json.loads(cli("ask", "ext", "--storage", db).stdout)
     assert model["trial"] == 4
+    # re-ask: a RUNNING trial can be fetched again (e.g. by a restarted worker)
+    again = json.loads(cli("ask", "ext", "--running", "--storage", db).stdout)
+    assert again == [model]
     abandoned = cli("tell", "ext", "--trial", "4", "--abandon", "--storage", db)
     assert json.loads(abandoned.stdout)["state"] == "ABANDONED"
     shown = json.loads(cli("show", "ext", "--storage", db, "--json").stdout)
