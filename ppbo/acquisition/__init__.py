@@ -16,9 +16,11 @@ from ppbo.acquisition.base import (
     per_sample,
     reduce_samples,
 )
+from ppbo.acquisition.es import es, monte_carlo_information_gain
 from ppbo.acquisition.hedge import HedgeState, hedge
 from ppbo.acquisition.kg import kg
 from ppbo.acquisition.mes import mes, sample_max_values
+from ppbo.acquisition.pes import pes, pes_nb_posterior
 from ppbo.acquisition.thompson import thompson, thompson_point
 
 __all__ = [
@@ -28,10 +30,14 @@ __all__ = [
     "ucb",
     "ucb_beta",
     "kg",
+    "es",
+    "monte_carlo_information_gain",
     "thompson",
     "thompson_point",
     "mes",
     "sample_max_values",
+    "pes",
+    "pes_nb_posterior",
     "hedge",
     "HedgeState",
     "rff",
