@@ -198,6 +198,16 @@ def _inference(name: str, samples: int | None):
     raise UsageError(f"--inference must be nuts, slice or map, got {name!r}")
 
 
+def _default_acquisition(model: str) -> str:
+    from ppbo.loop import _default_acquisition as default
+    from ppbo.loop import _resolve_surrogate
+
+    try:
+        return default(_resolve_surrogate(model)[0])
+    except ValueError as error:
+        raise UsageError(f"--model: {error}") from None
+
+
 def _free_name(storage, base: str) -> str:
     name, k = base, 1
     while storage.get_campaign(name) is not None:
@@ -348,15 +358,16 @@ def _run(args: argparse.Namespace) -> int:
             f"--name {args.name!r} already exists in {args.storage}; continue it "
             f"with: ppbo resume {args.name} --storage {args.storage}"
         )
+    acquisition = args.acquisition or _default_acquisition(args.model)
     name = args.name or _free_name(
-        storage, f"{args.problem}-{args.acquisition}-seed{args.seed}"
+        storage, f"{args.problem}-{acquisition}-seed{args.seed}"
     )
     try:
         opt = ppbo.Optimizer(
             _problem_space(problem),
             surrogate=args.model,
             inference=_inference(args.inference, args.samples),
-            acquisition=args.acquisition,
+            acquisition=acquisition,
             direction=problem.direction,
             n_initial=args.n_initial,
             seed=args.seed,
@@ -592,9 +603,12 @@ def _storage_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _model_options(parser: argparse.ArgumentParser, acquisition: str) -> None:
+def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--acquisition", default=acquisition, help="e.g. ei, log_ei, pes"
+        "--acquisition",
+        default=None,
+        help="pes (default for Matérn-5/2 and RBF GPs), ei, log_ei, ucb, kg, "
+        "thompson, mes, es",
     )
     parser.add_argument(
         "--model", default="gp", help="gp or gp-<kernel> (matern52, rbf, ...)"
@@ -616,8 +630,6 @@ def main(argv: list[str] | None = None) -> int:
         >>> # $ ppbo run branin --budget 30
         >>> # $ ppbo show branin-ei-seed0
     """
-    from ppbo.loop import DEFAULT_ACQUISITION
-
     parser = argparse.ArgumentParser(prog="ppbo", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -627,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--noise-var", type=float, default=0.0)
     run.add_argument("--name", default=None, help="campaign name (default: generated)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
-    _model_options(run, DEFAULT_ACQUISITION)
+    _model_options(run)
     _storage_option(run)
 
     resume = commands.add_parser("resume", help="continue a stopped 'ppbo run'")
@@ -650,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
         '"high": 0.1, "log": true}, ...}',
     )
     create.add_argument("--direction", default="minimize")
-    _model_options(create, DEFAULT_ACQUISITION)
+    _model_options(create)
     _storage_option(create)
 
     ask = commands.add_parser("ask", help="suggest trials; prints JSON")

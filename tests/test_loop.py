@@ -8,6 +8,7 @@ import pytest
 
 import ppbo
 from ppbo import CampaignWarning, Integer, Optimizer, Real, Space
+from ppbo.optimize import optimize_acquisition
 from ppbo.storage import DuplicateCampaignError, SQLiteStorage
 
 FAST = {"num_raw": 32, "num_restarts": 2, "max_iterations": 5}
@@ -293,3 +294,33 @@ def test_asks_inside_a_bucket_compile_nothing(compile_counter):
     with compile_counter.measure():
         trial = opt.ask()
     assert compile_counter.count == 0
+
+
+def test_default_acquisition_is_pes_where_it_applies():
+    assert _optimizer().config["acquisition"] == {"name": "pes"}
+    rough = _optimizer(surrogate="gp-matern32")
+    assert rough.config["acquisition"] == {"name": "ei"}
+    with pytest.raises(ValueError, match="not twice differentiable|Matérn"):
+        _optimizer(surrogate="gp-matern32", acquisition="pes")
+    with pytest.raises(ValueError, match="acquisition_samples must be a positive"):
+        _optimizer(acquisition_samples=0)
+
+
+def test_pes_is_averaged_over_a_thinned_posterior(monkeypatch):
+    seen = []
+
+    def spy(acquisition, posterior, key, **kwargs):
+        seen.append((acquisition.name, posterior.num_samples))
+        return optimize_acquisition(acquisition, posterior, key, **kwargs)
+
+    monkeypatch.setattr(ppbo.loop, "optimize_acquisition", spy)
+    for samples, expected in ((4, 4), (None, 16)):  # pes.num_samples is 16
+        opt = _optimizer(
+            inference=ppbo.NUTS(num_warmup=16, num_samples=32),
+            acquisition_samples=samples,
+        )
+        for trial in opt.ask(3):
+            opt.tell(trial, _objective(trial.params))
+        assert opt.ask().origin == "model"
+        assert seen[-1] == ("pes", expected)
+        assert opt.posterior.num_samples == 32  # stored in full

@@ -151,3 +151,24 @@ def test_posterior_is_a_pytree_and_validates_inputs():
         posterior.sample(5)
     with pytest.raises(TypeError, match="model must be callable"):
         ppbo.Surrogate(model=None, predict=periodic_predict)
+
+
+def test_thin_takes_evenly_spaced_samples():
+    X = np.linspace(0, 1, 6)[:, None]
+    data = ppbo.Dataset(X, np.sin(4 * X[:, 0]))
+    posterior = ppbo.fit(
+        gp.surrogate(),
+        data,
+        ppbo.NUTS(num_warmup=20, num_samples=12),
+        jax.random.key(0),
+    )
+    thinned = posterior.thin(4)
+    assert thinned.num_samples == 4
+    for site, values in posterior.samples.items():
+        np.testing.assert_array_equal(thinned.samples[site], values[::3])
+    np.testing.assert_array_equal(thinned.cache["L"], posterior.cache["L"][::3])
+    mean, _ = thinned.predict(X)
+    np.testing.assert_allclose(mean, posterior.predict(X)[0][::3])
+    assert posterior.thin(12) is posterior and posterior.thin(50) is posterior
+    with pytest.raises(ValueError, match="num must be a positive integer"):
+        posterior.thin(0)

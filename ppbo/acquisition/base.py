@@ -123,6 +123,9 @@ class Acquisition:
             once per evaluation outside the per-sample map (e.g. sampled maxima),
             a pytree with a leading sample axis s handed to ``sample.aux``.
         stochastic: whether it needs ``key`` (Thompson sampling, MES, KG).
+        num_samples: how many evenly spaced hyperparameter samples a campaign
+            (:class:`ppbo.Optimizer`) averages it over by default (None: all);
+            :func:`evaluate` itself always uses every sample it is given.
 
     Example:
         >>> def mean_acquisition(sample, X):
@@ -135,6 +138,7 @@ class Acquisition:
     log_space: bool = False
     prepare: Callable[..., Any] | None = None
     stochastic: bool = False
+    num_samples: int | None = None
 
     def __repr__(self) -> str:
         return f"Acquisition({self.name!r})"

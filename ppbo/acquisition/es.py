@@ -395,7 +395,9 @@ def _entropy_search(
 
 
 #: Entropy search (Hennig and Schuler 2012) with sample-path p_max; options above.
-es = Acquisition("es", _entropy_search, prepare=_prepare, stochastic=True)
+es = Acquisition(
+    "es", _entropy_search, prepare=_prepare, stochastic=True, num_samples=16
+)
 
 
 # -- the Monte Carlo ground truth ----------------------------------------------------

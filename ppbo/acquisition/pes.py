@@ -116,10 +116,11 @@ from ppbo.acquisition._derivatives import (
 from ppbo.acquisition.base import Acquisition, Sample
 from ppbo.acquisition.rff import JITTER, sample_maxima
 from ppbo.linalg import cholesky
-from ppbo.surrogate import Posterior
+from ppbo.surrogate import Posterior, Surrogate
 
 __all__ = [
     "pes",
+    "check_surrogate",
     "PESState",
     "EPResult",
     "sample_maximizers",
@@ -382,6 +383,28 @@ class PESState(NamedTuple):
     site_factor: jax.Array
     star: jax.Array
     ep: EPResult
+
+
+def check_surrogate(surrogate: Surrogate) -> str:
+    """Raise ValueError unless PES can use ``surrogate``; return its kernel name.
+
+    PES needs a GP of ``models/gp.py`` (extras ``kernel_name`` and ``mean``) with
+    a kernel whose sample paths are twice differentiable.
+
+    Example:
+        >>> from ppbo.models import gp
+        >>> check_surrogate(gp.surrogate(kernel="rbf"))
+        'rbf'
+    """
+    extras = surrogate.extras
+    kernel_name = extras.get("kernel_name")
+    if kernel_name is None or extras.get("mean") is None:
+        raise ValueError(
+            f"surrogate {surrogate.name!r} does not describe a GP: PES needs extras "
+            "'kernel_name' and 'mean' (as models/gp.py sets them)"
+        )
+    profile(kernel_name)  # raises for rough or unknown kernels
+    return kernel_name
 
 
 def _check_surrogate(posterior: Posterior) -> str:
@@ -767,7 +790,13 @@ def _predictive_entropy_search(sample: Sample, X: jax.Array, **_: Any) -> jax.Ar
 
 
 #: Predictive entropy search (Hernández-Lobato et al. 2014); options above.
-pes = Acquisition("pes", _predictive_entropy_search, prepare=_prepare, stochastic=True)
+pes = Acquisition(
+    "pes",
+    _predictive_entropy_search,
+    prepare=_prepare,
+    stochastic=True,
+    num_samples=16,
+)
 
 
 # -- PES-NB --------------------------------------------------------------------
