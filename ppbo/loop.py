@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import math
 import numbers
-import sys
 import time
 import uuid
 import warnings
@@ -164,7 +162,9 @@ class CampaignWarning(UserWarning):
 def _acquisitions() -> dict[str, Acquisition]:
     from ppbo import acquisition as acq
 
-    table = {
+    return {
+        "pes": acq.pes,
+        "es": acq.es,
         "ei": acq.ei,
         "log_ei": acq.log_ei,
         "pi": acq.pi,
@@ -173,17 +173,6 @@ def _acquisitions() -> dict[str, Acquisition]:
         "thompson": acq.thompson,
         "mes": acq.mes,
     }
-    for name in ("pes", "es"):
-        module = sys.modules.get(f"ppbo.acquisition.{name}")
-        if module is None:
-            try:
-                module = importlib.import_module(f"ppbo.acquisition.{name}")
-            except ImportError:
-                continue
-        value = getattr(module, name, None)
-        if isinstance(value, Acquisition):
-            table[name] = value
-    return table
 
 
 @functools.cache
@@ -380,7 +369,8 @@ class Optimizer:
         storage: None (in memory), a SQLite file path, or a
             :class:`ppbo.storage.Storage`.
         name: the campaign's unique name in the storage (default: generated).
-        acquisition_options: passed to the acquisition (``beta`` for UCB ...).
+        acquisition_options: passed to the acquisition (``beta`` for UCB, whose
+            default is the Srinivas et al. (2010) schedule at the current round).
         optimizer_options: passed to :func:`ppbo.optimize_acquisition`
             (``num_raw``, ``num_restarts``, ``max_iterations``).
         load_if_exists: load the campaign if ``name`` exists instead of raising.
@@ -778,6 +768,13 @@ class Optimizer:
             report = posterior.diagnostics(warn=False)
         start = time.perf_counter()
         thinned = posterior.thin(self._acq_samples) if self._acq_samples else posterior
+        options = dict(self._acq_options)
+        if self._acquisition is _acquisitions()["ucb"] and not {"beta", "t"} & set(
+            options
+        ):
+            # GP-UCB's schedule (Srinivas et al. 2010, Theorem 2) needs the
+            # round t: the number of observations the model conditions on
+            options["t"] = float(data.n)
         X, _ = optimize_acquisition(
             self._acquisition,
             thinned,
@@ -785,7 +782,7 @@ class Optimizer:
             q=q,
             pending=np.stack(pending) if pending else None,
             **self._opt_options,
-            **self._acq_options,
+            **options,
         )
         extra = {
             "fit_seconds": fit_seconds,

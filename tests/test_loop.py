@@ -324,3 +324,14 @@ def test_pes_is_averaged_over_a_thinned_posterior(monkeypatch):
         assert opt.ask().origin == "model"
         assert seen[-1] == ("pes", expected)
         assert opt.posterior.num_samples == 32  # stored in full
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ppbo.loop._acquisitions()))
+def test_every_named_acquisition_drives_a_campaign(name):
+    opt = _optimizer(acquisition=name, n_initial=3)
+    for trial in opt.ask(3):
+        opt.tell(trial, _objective(trial.params))
+    trial = opt.ask()
+    assert trial.origin == "model" and opt.space.validate(trial.params)
+    assert opt.config["acquisition"] == {"name": name}
