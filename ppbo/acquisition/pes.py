@@ -408,21 +408,13 @@ def check_surrogate(surrogate: Surrogate) -> str:
 
 
 def _check_surrogate(posterior: Posterior) -> str:
-    surrogate = posterior.surrogate
-    extras = surrogate.extras
-    kernel_name = extras.get("kernel_name")
-    if kernel_name is None or extras.get("mean") is None:
-        raise ValueError(
-            f"surrogate {surrogate.name!r} does not describe a GP: PES needs extras "
-            "'kernel_name' and 'mean' (as models/gp.py sets them)"
-        )
+    kernel_name = check_surrogate(posterior.surrogate)
     missing = [name for name in _SITES if name not in posterior.samples]
     if missing:
         raise ValueError(
             f"PES needs a single-task GP with sites {_SITES}; surrogate "
-            f"{surrogate.name!r} lacks {missing}"
+            f"{posterior.surrogate.name!r} lacks {missing}"
         )
-    profile(kernel_name)  # raises for rough or unknown kernels
     return kernel_name
 
 
