@@ -261,6 +261,7 @@ def test_names_options_and_name_round_trip():
         "styblinski_tang",
         "rosenbrock",
         "gp_sample",
+        "nnet",
     ]
     assert benchmarks.options("levy") == {"d": 2}
     assert set(benchmarks.options("gp_sample")) == {
