@@ -5,11 +5,23 @@
 the sign of minimisation problems), fits the hyperparameter posterior warm-started
 from its previous fit, maximises the marginalised acquisition, and recommends the
 maximiser of the posterior mean (Hernández-Lobato, Hoffman and Ghahramani 2014, §4).
+
+The variants of that paper's experiments are options: known hyperparameters
+(``inference="fixed"`` with ``params``, on unstandardised outputs), a thinned set of
+hyperparameter samples for expensive acquisitions (``acquisition_samples``; PES and
+ES default to 16, as their :class:`~ppbo.acquisition.Acquisition` says; given
+explicitly, a posterior with fewer samples is repeated up to that number, so that
+PES with known or point-estimated hyperparameters still averages over 16 sampled
+maximisers), the
+hyperparameters fixed at a point estimate instead of marginalised
+(``point_estimate``: PES-NB is PES with ``"mean"``), and gradient-free maximisation
+(``max_iterations=0``, for entropy search).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,23 +29,30 @@ import jax
 import numpy as np
 
 from ppbo import acquisition as acquisitions
+from ppbo.acquisition.pes import pes_nb_posterior
 from ppbo.benchmarks.problems import Problem
 from ppbo.benchmarks.runner import Method
 from ppbo.data import Dataset
-from ppbo.inference import MAP, NUTS, Slice, fit
+from ppbo.inference import MAP, NUTS, Fixed, Slice, fit
 from ppbo.loop import standardize
 from ppbo.optimize import optimize_acquisition, recommend
+from ppbo.surrogate import Posterior
 
 __all__ = ["BayesOpt", "bayes_opt"]
 
+_INFERENCES = ("nuts", "slice", "map", "fixed")
+_POINT_ESTIMATES = ("mean", "log_mean")
+# Positive sites (models/gp.py) whose log-space mean is their geometric mean.
+_POSITIVE_SITES = ("lengthscale", "outputscale", "noise")
+
 
 @functools.cache
-def _surrogate(kernel: str):
-    # One surrogate object per kernel and process: compiled fits and acquisitions
-    # are cached per surrogate, so every run of a sweep reuses them.
+def _surrogate(kernel: str, mean: str):
+    # One surrogate object per (kernel, mean) and process: compiled fits and
+    # acquisitions are cached per surrogate, so every run of a sweep reuses them.
     from ppbo.models import gp
 
-    return gp.surrogate(kernel=kernel)
+    return gp.surrogate(kernel=kernel, mean=mean)
 
 
 @dataclass(frozen=True)
@@ -45,6 +64,14 @@ class _Config:
     kernel: str
     num_raw: int
     num_restarts: int
+    thinning: int = 1
+    mean: str = "constant"
+    acquisition_samples: int | None = None
+    point_estimate: str | None = None
+    max_iterations: int = 100
+    acquisition_options: tuple[tuple[str, Any], ...] = ()
+    params: tuple[tuple[str, Any], ...] = ()
+    standardize: bool = True
 
 
 class BayesOpt:
@@ -57,10 +84,47 @@ class BayesOpt:
 
     Args:
         acquisition: name of an acquisition in :mod:`ppbo.acquisition`.
-        inference: ``"nuts"``, ``"slice"`` or ``"map"``.
+        inference: ``"nuts"``, ``"slice"``, ``"map"`` or ``"fixed"`` (known
+            hyperparameters ``params``; no inference).
         num_warmup, num_samples: MCMC settings.
-        kernel: GP kernel name.
+        kernel: GP kernel name (``gp.surrogate``'s ``kernel``).
         num_raw, num_restarts: acquisition optimiser settings.
+        thinning: keep every ``thinning``-th MCMC draw (``num_samples //
+            thinning`` samples), e.g. 16 evenly spaced samples for PES.
+        mean: GP mean function (``"zero"``, ``"constant"``, ``"linear"``).
+        acquisition_samples: number of evenly spaced posterior samples the
+            acquisition averages over (:meth:`ppbo.Posterior.thin`); None takes
+            the acquisition's own default (16 for PES and ES, all for the rest),
+            as :class:`ppbo.Optimizer` does. Given explicitly, a posterior with
+            fewer samples has them repeated cyclically up to this number, so that
+            a stochastic acquisition draws its randomness (PES: the maximiser x*)
+            once per copy: with known hyperparameters, or a point estimate, PES
+            then averages over that many x* samples, as the paper's PES does.
+            Recommendations use the posterior as fitted.
+        point_estimate: replace the posterior by one sample at a point estimate
+            of the hyperparameters, for both the acquisition and the
+            recommendation (no Bayesian treatment of the hyperparameters):
+            ``"mean"``, the posterior mean of each site
+            (:func:`~ppbo.acquisition.pes_nb_posterior`; PES with it is the PES-NB
+            of Hernández-Lobato et al. 2014, §4), or ``"log_mean"``, the mean of
+            the logarithms for the positive sites ``lengthscale``,
+            ``outputscale`` and ``noise`` (their geometric mean, which heavy
+            upper tails do not dominate) and the mean for the others.
+        max_iterations: L-BFGS-B iterations of the acquisition optimiser; 0 for a
+            raw search only (gradient-free acquisitions such as ES).
+        acquisition_options: extra static options for the acquisition, e.g.
+            ``{"num_paths": 500}`` for ES.
+        params: site -> value for ``inference="fixed"`` (every latent site of the
+            GP with this ``mean``: ``lengthscale`` (d,), ``outputscale``,
+            ``noise``, plus ``mean`` unless ``mean="zero"``).
+        standardize: standardise the observations (zero mean, unit variance);
+            known hyperparameters are usually given in the problem's units, so use
+            False with them. Minimisation problems are negated either way.
+
+    Raises:
+        ValueError: for an unknown acquisition, inference or point estimate,
+            ``params`` without ``inference="fixed"`` or the reverse, and
+            non-positive counts.
 
     Example:
         >>> method = bayes_opt("ei", num_warmup=64, num_samples=64)
@@ -77,15 +141,43 @@ class BayesOpt:
         kernel: str = "matern52",
         num_raw: int = 512,
         num_restarts: int = 8,
+        *,
+        thinning: int = 1,
+        mean: str = "constant",
+        acquisition_samples: int | None = None,
+        point_estimate: str | None = None,
+        max_iterations: int = 100,
+        acquisition_options: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+        standardize: bool = True,
     ) -> None:
         if not isinstance(
             getattr(acquisitions, acquisition, None), acquisitions.Acquisition
         ):
             raise ValueError(f"unknown acquisition {acquisition!r}")
-        if inference not in ("nuts", "slice", "map"):
+        if inference not in _INFERENCES:
             raise ValueError(
-                f"inference must be 'nuts', 'slice' or 'map', got {inference!r}"
+                f"inference must be one of {', '.join(map(repr, _INFERENCES))}, "
+                f"got {inference!r}"
             )
+        if (inference == "fixed") != (params is not None):
+            raise ValueError(
+                "params must be given exactly when inference='fixed', got "
+                f"inference={inference!r} and params={params!r}"
+            )
+        for name, value in (
+            ("thinning", thinning),
+            ("acquisition_samples", acquisition_samples),
+        ):
+            if value is not None and int(value) < 1:
+                raise ValueError(f"{name} must be >= 1, got {value!r}")
+        if point_estimate is not None and point_estimate not in _POINT_ESTIMATES:
+            raise ValueError(
+                f"point_estimate must be None or one of {_POINT_ESTIMATES}, got "
+                f"{point_estimate!r}"
+            )
+        if int(max_iterations) < 0:
+            raise ValueError(f"max_iterations must be >= 0, got {max_iterations!r}")
         self.config = _Config(
             acquisition,
             inference,
@@ -94,6 +186,19 @@ class BayesOpt:
             kernel,
             num_raw,
             num_restarts,
+            thinning=int(thinning),
+            mean=mean,
+            acquisition_samples=(
+                None if acquisition_samples is None else int(acquisition_samples)
+            ),
+            point_estimate=point_estimate,
+            max_iterations=int(max_iterations),
+            acquisition_options=tuple(sorted(dict(acquisition_options or {}).items())),
+            params=tuple(
+                (name, np.asarray(value, dtype=np.float64).tolist())
+                for name, value in sorted(dict(params or {}).items())
+            ),
+            standardize=bool(standardize),
         )
         self._cache: dict[str, Any] = {}
 
@@ -105,28 +210,42 @@ class BayesOpt:
         self._cache = {}
 
     def _surrogate(self):
-        return _surrogate(self.config.kernel)
+        return _surrogate(self.config.kernel, self.config.mean)
 
     def _inference(self):
         c = self.config
         if c.inference == "nuts":
-            return NUTS(num_warmup=c.num_warmup, num_samples=c.num_samples)
+            return NUTS(
+                num_warmup=c.num_warmup, num_samples=c.num_samples, thinning=c.thinning
+            )
         if c.inference == "slice":
-            return Slice(num_warmup=c.num_warmup, num_samples=c.num_samples)
+            return Slice(
+                num_warmup=c.num_warmup, num_samples=c.num_samples, thinning=c.thinning
+            )
+        if c.inference == "fixed":
+            return Fixed({name: np.asarray(value) for name, value in c.params})
         return MAP()
 
     def posterior(self, key: jax.Array, problem: Problem, X: np.ndarray, y: np.ndarray):
-        """The posterior given the evaluations so far (cached for the same data)."""
+        """The posterior given the evaluations so far (cached for the same data).
+
+        With ``point_estimate`` this is the one-sample posterior at the point
+        estimate; the next fit is still warm-started from the full MCMC posterior.
+        """
         fingerprint = (np.asarray(X).tobytes(), np.asarray(y).tobytes())
         last = self._cache.get("last")
         if last is not None and last[0] == fingerprint:
             return last[1]
-        data = Dataset(
-            np.asarray(X, dtype=np.float64),
-            standardize(y, maximize=problem.direction == "maximize"),
-        )
-        init = last[1] if last is not None else None
-        posterior = fit(self._surrogate(), data, self._inference(), key, init=init)
+        maximize = problem.direction == "maximize"
+        if self.config.standardize:
+            outputs = standardize(y, maximize=maximize)
+        else:
+            outputs = np.asarray(y, dtype=np.float64) * (1.0 if maximize else -1.0)
+        data = Dataset(np.asarray(X, dtype=np.float64), outputs)
+        init = self._cache.get("full")
+        full = fit(self._surrogate(), data, self._inference(), key, init=init)
+        posterior = _point_estimate(full, self.config.point_estimate)
+        self._cache["full"] = full
         self._cache["last"] = (fingerprint, posterior)
         return posterior
 
@@ -134,15 +253,22 @@ class BayesOpt:
         self, key: jax.Array, problem: Problem, X: np.ndarray, y: np.ndarray
     ) -> np.ndarray:
         """Maximise the acquisition; returns a point (d,) in the unit cube."""
+        c = self.config
         key_fit, key_opt = jax.random.split(key)
         posterior = self.posterior(key_fit, problem, X, y)
-        acquisition = getattr(acquisitions, self.config.acquisition)
+        acquisition = getattr(acquisitions, c.acquisition)
+        if c.acquisition_samples is not None:
+            posterior = _resize(posterior, c.acquisition_samples)
+        elif acquisition.num_samples is not None:  # as the campaign layer does
+            posterior = posterior.thin(acquisition.num_samples)
         X_next, _ = optimize_acquisition(
             acquisition,
             posterior,
             key_opt,
-            num_raw=self.config.num_raw,
-            num_restarts=self.config.num_restarts,
+            num_raw=c.num_raw,
+            num_restarts=c.num_restarts,
+            max_iterations=c.max_iterations,
+            **dict(c.acquisition_options),
         )
         return X_next[0]
 
@@ -158,6 +284,39 @@ class BayesOpt:
             num_raw=self.config.num_raw,
             num_restarts=self.config.num_restarts,
         ).x_mean
+
+
+def _point_estimate(posterior: Posterior, kind: str | None) -> Posterior:
+    if kind is None:
+        return posterior
+    if kind == "mean":
+        return pes_nb_posterior(posterior)
+    params = {
+        name: (
+            np.exp(np.mean(np.log(np.asarray(value)), axis=0))
+            if name in _POSITIVE_SITES
+            else np.mean(np.asarray(value), axis=0)
+        )
+        for name, value in posterior.samples.items()
+    }
+    return Fixed(params).fit(None, posterior.surrogate, posterior.data)
+
+
+def _resize(posterior: Posterior, num: int) -> Posterior:
+    """``num`` evenly spaced samples, or the samples repeated cyclically to ``num``."""
+    s = posterior.num_samples
+    if num <= s:
+        return posterior.thin(num)
+    index = np.arange(num) % s
+    take = functools.partial(lambda a, i: a[i], i=index)
+    return Posterior(
+        posterior.surrogate,
+        jax.tree.map(take, posterior.samples),
+        posterior.data,
+        cache=jax.tree.map(take, posterior.cache),
+        num_chains=1,
+        method=posterior.method,
+    )
 
 
 def bayes_opt(acquisition: str = "ei", **kwargs: Any) -> Method:
