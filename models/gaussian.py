@@ -16,7 +16,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
-from jax.scipy.linalg import cho_solve, solve_triangular
+from jax.scipy.linalg import solve_triangular
 from numpyro.distributions import constraints
 
 __all__ = ["MaskedMultivariateNormal", "masked_covariance", "gaussian_log_density"]
@@ -65,18 +65,25 @@ def gaussian_log_density(K: jax.Array, r: jax.Array, num: jax.Array) -> jax.Arra
 
 
 def _fwd(K, r, num):
-    value, L = _log_density(K, r, num)
-    alpha = cho_solve((L, True), r)
-    return value, (L, alpha)
+    L = jnp.linalg.cholesky(K)
+    # One chain of two LAPACK triangular solves with the residual and the identity
+    # stacked as right-hand sides, [a, L^-1] = L \ [r, I] and [alpha, K^-1] =
+    # L^T \ [a, L^-1], rather than independent solves: jaxlib's batched solve
+    # waits on sub-tasks in the thread pool it runs on, so two solves running at
+    # once on a two-thread pool deadlock. (Two solves rather than L_inv.T @ L_inv:
+    # XLA's threaded matmul is slower than the solve at these sizes.)
+    eye = jnp.eye(L.shape[0], dtype=L.dtype)
+    B = solve_triangular(L, jnp.concatenate([r[:, None], eye], axis=1), lower=True)
+    C = solve_triangular(L.T, B, lower=False)
+    a, alpha, K_inv = B[:, 0], C[:, 0], C[:, 1:]
+    value = (
+        -0.5 * a @ a - jnp.sum(jnp.log(jnp.diag(L))) - 0.5 * num * math.log(2 * math.pi)
+    )
+    return value, (alpha, K_inv)
 
 
 def _bwd(residuals, g):
-    L, alpha = residuals
-    eye = jnp.eye(L.shape[0], dtype=L.dtype)
-    # Two LAPACK triangular solves rather than L_inv.T @ L_inv: XLA's threaded
-    # matmul is slower than the solve at these sizes.
-    L_inv = solve_triangular(L, eye, lower=True)
-    K_inv = solve_triangular(L.T, L_inv, lower=False)
+    alpha, K_inv = residuals
     grad_K = 0.5 * g * (jnp.outer(alpha, alpha) - K_inv)
     return grad_K, -g * alpha, None
 

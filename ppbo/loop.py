@@ -378,7 +378,9 @@ class Optimizer:
         acquisition_samples: average the acquisition over this many evenly
             spaced hyperparameter samples (default: the acquisition's
             ``num_samples``, 16 for PES and ES as the PES authors' code uses a
-            handful; all samples for EI and the other cheap acquisitions).
+            handful; all samples for EI and the other cheap acquisitions). A
+            posterior with fewer samples (MAP, ``Fixed``) is repeated, so that
+            PES still averages over that many sampled maximisers x*.
 
     Raises:
         ValueError: for an invalid argument, naming it and its value.

@@ -295,20 +295,22 @@ class Posterior:
         )
 
     def thin(self, num: int) -> Posterior:
-        """Return ``num`` evenly spaced samples (all of them if ``num >= s``).
+        """Return ``num`` evenly spaced samples; with ``num > s`` they repeat.
 
         For acquisitions whose per-sample preparation is expensive (PES, ES),
-        which the campaign layer averages over a thinned set, as the PES authors'
-        code averages over 10 MCMC samples.
+        which the campaign layer averages over a fixed number of samples, as the
+        PES authors' code averages over 10 MCMC samples. Repetition matters for
+        PES, which draws one maximiser x* per sample: a one-sample (MAP, fixed
+        or PES-NB) posterior repeated 16 times gives 16 draws of x*.
 
         Example:
-            >>> posterior.thin(4).num_samples  # the doctest posterior has 1
-            1
+            >>> posterior.thin(4).num_samples  # 1 sample, repeated
+            4
         """
         if isinstance(num, bool) or int(num) != num or num < 1:
             raise ValueError(f"num must be a positive integer, got {num!r}")
         s = self.num_samples
-        if num >= s:
+        if num == s:
             return self
         index = (jnp.arange(int(num)) * s) // int(num)
         take = partial(lambda a, i: a[i], i=index)

@@ -314,16 +314,20 @@ def test_pes_is_averaged_over_a_thinned_posterior(monkeypatch):
         return optimize_acquisition(acquisition, posterior, key, **kwargs)
 
     monkeypatch.setattr(ppbo.loop, "optimize_acquisition", spy)
-    for samples, expected in ((4, 4), (None, 16)):  # pes.num_samples is 16
-        opt = _optimizer(
-            inference=ppbo.NUTS(num_warmup=16, num_samples=32),
-            acquisition_samples=samples,
-        )
+    nuts = ppbo.NUTS(num_warmup=16, num_samples=32)
+    cases = [
+        (nuts, 4, 4),
+        (nuts, None, 16),  # pes.num_samples is 16
+        (ppbo.MAP(num_restarts=2), None, 16),  # one sample, 16 draws of x*
+    ]
+    for inference, samples, expected in cases:
+        opt = _optimizer(inference=inference, acquisition_samples=samples)
         for trial in opt.ask(3):
             opt.tell(trial, _objective(trial.params))
         assert opt.ask().origin == "model"
         assert seen[-1] == ("pes", expected)
-        assert opt.posterior.num_samples == 32  # stored in full
+        stored = 1 if isinstance(inference, ppbo.MAP) else 32
+        assert opt.posterior.num_samples == stored  # stored in full
 
 
 @pytest.mark.slow

@@ -94,9 +94,7 @@ def test_sigkill_then_resume_loses_nothing(tmp_path, uninterrupted, moment):
 def test_three_processes_share_one_campaign(tmp_path):
     db = tmp_path / "shared.db"
     worker.optimizer(str(db), "shared")  # create it once
-    processes = [
-        _start(db, "shared", "--trials", "3", budget=100) for _ in range(3)
-    ]
+    processes = [_start(db, "shared", "--trials", "3", budget=100) for _ in range(3)]
     for process in processes:
         process.stdout.read()
         process.stdout.close()

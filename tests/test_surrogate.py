@@ -169,6 +169,10 @@ def test_thin_takes_evenly_spaced_samples():
     np.testing.assert_array_equal(thinned.cache["L"], posterior.cache["L"][::3])
     mean, _ = thinned.predict(X)
     np.testing.assert_allclose(mean, posterior.predict(X)[0][::3])
-    assert posterior.thin(12) is posterior and posterior.thin(50) is posterior
+    assert posterior.thin(12) is posterior
+    repeated = posterior.thin(24)  # each sample twice, in order
+    np.testing.assert_array_equal(
+        repeated.samples["noise"], np.repeat(posterior.samples["noise"], 2)
+    )
     with pytest.raises(ValueError, match="num must be a positive integer"):
         posterior.thin(0)

@@ -85,3 +85,28 @@ def test_cholesky_error_is_raised_for_a_broken_model():
 def test_map_bad_config():
     with pytest.raises(ValueError, match="num_restarts must be an integer >= 1"):
         ppbo.MAP(num_restarts=0)
+
+
+@pytest.mark.slow
+def test_map_with_many_restarts_on_hundreds_of_points_does_not_deadlock():
+    # Independent LAPACK triangular solves running at once used to deadlock
+    # jaxlib's two-thread CPU pool here (capacity 320, 8 vmapped restarts); run in
+    # a subprocess so that a regression fails by timeout instead of hanging.
+    import subprocess
+    import sys
+
+    code = (
+        "import jax, numpy as np, ppbo\n"
+        "jax.config.update('jax_enable_x64', True)\n"
+        "from ppbo.models import gp\n"
+        "X = np.random.default_rng(0).random((300, 2))\n"
+        "data = ppbo.Dataset(X, np.sin(6 * X[:, 0]) + X[:, 1])\n"
+        "p = ppbo.fit(gp.surrogate(), data, ppbo.MAP(num_restarts=8, "
+        "max_iterations=20), jax.random.key(0))\n"
+        "print(p.num_samples)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "1"
