@@ -257,10 +257,9 @@ class BayesOpt:
         key_fit, key_opt = jax.random.split(key)
         posterior = self.posterior(key_fit, problem, X, y)
         acquisition = getattr(acquisitions, c.acquisition)
-        if c.acquisition_samples is not None:
-            posterior = _resize(posterior, c.acquisition_samples)
-        elif acquisition.num_samples is not None:  # as the campaign layer does
-            posterior = posterior.thin(acquisition.num_samples)
+        num = c.acquisition_samples or acquisition.num_samples
+        if num is not None:  # as the campaign layer does; a smaller one repeats
+            posterior = posterior.thin(num)
         X_next, _ = optimize_acquisition(
             acquisition,
             posterior,
@@ -300,23 +299,6 @@ def _point_estimate(posterior: Posterior, kind: str | None) -> Posterior:
         for name, value in posterior.samples.items()
     }
     return Fixed(params).fit(None, posterior.surrogate, posterior.data)
-
-
-def _resize(posterior: Posterior, num: int) -> Posterior:
-    """``num`` evenly spaced samples, or the samples repeated cyclically to ``num``."""
-    s = posterior.num_samples
-    if num <= s:
-        return posterior.thin(num)
-    index = np.arange(num) % s
-    take = functools.partial(lambda a, i: a[i], i=index)
-    return Posterior(
-        posterior.surrogate,
-        jax.tree.map(take, posterior.samples),
-        posterior.data,
-        cache=jax.tree.map(take, posterior.cache),
-        num_chains=1,
-        method=posterior.method,
-    )
 
 
 def bayes_opt(acquisition: str = "ei", **kwargs: Any) -> Method:

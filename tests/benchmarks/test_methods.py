@@ -104,7 +104,7 @@ def test_point_estimate_is_the_posterior_mean_of_the_samples():
 
 @pytest.mark.parametrize(
     ("acquisition", "given", "expected"),
-    [("ei", None, 8), ("pes", None, 8), ("ei", 2, 2), ("es", 3, 3), ("pes", 12, 12)],
+    [("ei", None, 8), ("pes", None, 16), ("ei", 2, 2), ("es", 3, 3), ("pes", 12, 12)],
 )
 def test_acquisition_averages_over_the_thinned_samples(
     monkeypatch, acquisition, given, expected
@@ -130,7 +130,8 @@ def test_acquisition_averages_over_the_thinned_samples(
     )
     x = bo.suggest(jax.random.key(0), problem, X, y)
     assert x.shape == (1,)
-    # by default all 8 (PES's default, 16, thins); an explicit 12 repeats them
+    # by default EI uses all 8 and PES its 16 (the 8 repeated, 16 draws of x*);
+    # an explicit 12 repeats some of them
     assert seen["num"] == expected
     assert seen["acq"].name == acquisition
     assert seen["options"]["max_iterations"] == 0
