@@ -1,21 +1,28 @@
-"""Immediate-regret sweep: methods x problems x seeds, written as JSON and PNG.
+"""Immediate-regret sweep through ppbo's campaign: methods x problems x seeds.
 
-Runs the PES paper's protocol (Hernández-Lobato et al. 2014, Section 5) through
-``ppbo.benchmarks.run``: a 3-point Latin-hypercube design shared by all methods for a
-seed, Gaussian observation noise (variance 1e-3 by default), and the noise-free
-immediate regret of the recommendation and of the best evaluated point after every
-evaluation; medians with 90% bootstrap bands go to ``benchmarks/results/``.
+Every ppbo method here is a :class:`ppbo.benchmarks.Campaign`: the run is a
+:class:`ppbo.Optimizer` campaign, the code users run, with the user's defaults
+unless the method says otherwise (its own initial design, standardisation, fit,
+acquisition and acquisition optimiser). Observations carry Gaussian noise of
+variance 1e-3 as in the PES paper (Hernández-Lobato et al. 2014, §5), drawn from a
+stream fixed by (seed, evaluation) so that every method sees the same noise; every
+evaluated point is scored by the noise-free immediate regret of the best point so
+far, and the recommendation (:meth:`ppbo.Optimizer.recommend`) at the checkpoints.
+
+Peers run in their own environments and append JSON lines that this script merges
+(``--peers``): ``benchmarks/peers/botorch_regret.py`` writes
+``results/regret_botorch.jsonl``. ``--table`` prints the side-by-side table of
+median best-observed regret at the checkpoints (30 and 60 evaluations by default)
+with 90% bootstrap bands and seconds per step.
 
 Named problems may carry options (``ackley:d=5``); ``gp_sample`` draws a different
 function from the GP prior for every seed.
 
-Adding a method: put a factory in ``METHODS``. It receives the parsed arguments and
-returns a ``ppbo.benchmarks.Method`` (``suggest`` and ``recommend`` functions
-``(key, problem, X_unit, y) -> x_unit``); for ``--workers`` > 1 the method must
-pickle (module-level functions or ``functools.partial`` of them).
-
-Usage: ``python benchmarks/regret.py [--problems branin cosines] [--methods
-random_search] [--seeds 20] [--budget 30] [--out DIR] [--workers 2]``
+Usage: ``python benchmarks/regret.py [--problems branin hartmann6] [--methods ppbo
+ppbo_map] [--campaign NAME='{"acquisition": "log_ei"}'] [--seeds 20] [--budget 60]
+[--workers 2] [--peers results/regret_botorch.jsonl] [--name regret]``; runs are
+appended to ``results/{name}.jsonl`` as they finish and skipped when present, so a
+sweep resumes; ``--table`` alone only summarises what is there.
 """
 
 from __future__ import annotations
@@ -24,114 +31,175 @@ import argparse
 import concurrent.futures
 import json
 import multiprocessing
-from collections.abc import Callable
 from pathlib import Path
 
 import jax
 
 jax.config.update("jax_enable_x64", True)
 
+import numpy as np  # noqa: E402
+
 from ppbo import benchmarks  # noqa: E402
 
+RESULTS = Path(__file__).parent / "results"
+PROBLEMS = ["branin", "hartmann3", "hartmann6", "levy:d=4", "ackley:d=5", "gp_sample"]
 
-#: The extension point: method name -> factory building the Method from the parsed
-#: command-line arguments. BO methods (EI, PES, ...) are registered here, e.g.
-#: ``"ei": lambda args: bo_method(acquisition=ppbo.acquisition.ei, ...)``.
-def _bo(acquisition: str, inference: str = "nuts"):
-    def factory(args: argparse.Namespace) -> benchmarks.Method:
-        return benchmarks.bayes_opt(
-            acquisition,
-            inference=inference,
-            num_warmup=args.mcmc_warmup,
-            num_samples=args.mcmc_samples,
-        )
-
-    return factory
-
-
-METHODS: dict[str, Callable[[argparse.Namespace], benchmarks.Method]] = {
-    "random_search": lambda args: benchmarks.random_search,
-    # fully Bayesian (NUTS) GP with the acquisition marginalised over samples
-    "ei": _bo("ei"),
-    "log_ei": _bo("log_ei"),
-    "pi": _bo("pi"),
-    "kg": _bo("kg"),
-    # the same with slice sampling, and with one MAP sample
-    "ei_slice": _bo("ei", "slice"),
-    "ei_map": _bo("ei", "map"),
+#: Method name -> Optimizer options (JSON). "ppbo" is the user's defaults.
+METHODS: dict[str, dict] = {
+    "ppbo": {},
+    "ppbo_map": {"inference": "map"},
+    "ppbo_slice": {"inference": "slice"},
+    "ppbo_pes": {"acquisition": "pes"},
+    "ppbo_log_ei": {"acquisition": "log_ei"},
+    "ppbo_ei": {"acquisition": "ei"},
+    "ppbo_ucb": {"acquisition": "ucb"},
 }
 
 
-def _report(run: dict) -> None:
-    print(
-        json.dumps(
-            {
-                "method": run["method"],
-                "problem": run["instance"],
-                "seed": run["seed"],
-                "final_regret_recommendation": run["regret_recommendation"][-1],
-                "final_regret_best_observed": run["regret_best_observed"][-1],
-                "seconds": round(
-                    sum(run["suggest_seconds"]) + sum(run["recommend_seconds"]), 3
-                ),
-            }
-        ),
-        flush=True,
-    )
+def _task(task: tuple) -> dict:
+    name, options, problem, seed, budget, checkpoints, noise_var = task
+    if name == "random_search":
+        return benchmarks.run_one(
+            name, benchmarks.random_search, problem, seed, budget, 0, noise_var
+        )
+    method = benchmarks.Campaign(options, recommend_at=tuple(checkpoints))
+    return benchmarks.run_one(name, method, problem, seed, budget, 0, noise_var)
+
+
+def _load(paths: list[Path]) -> list[dict]:
+    runs = []
+    for path in paths:
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            if line.strip():
+                try:
+                    runs.append(json.loads(line))
+                except json.JSONDecodeError:  # a line cut by a killed process
+                    continue
+    return runs
+
+
+def _at(run: dict, kind: str, k: int) -> float:
+    values = run[kind]
+    return values[k - 1] if len(values) >= k else float("nan")
+
+
+def table(runs: list[dict], checkpoints: list[int], level: float = 0.9) -> str:
+    """Markdown table: median best-observed (and recommendation) regret per method.
+
+    Cells give the median over seeds with its percentile-bootstrap band, for the
+    runs that reached the checkpoint; "s/step" is the median time of one
+    suggestion at the last checkpoint's budget.
+    """
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for run in runs:
+        groups.setdefault((run["problem"], run["method"]), []).append(run)
+    head = ["problem", "method", "seeds"]
+    for k in checkpoints:
+        head += [f"best observed @{k}", f"recommendation @{k}"]
+    head.append("s/step")
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for (problem, method), members in sorted(groups.items()):
+        row = [problem, method, str(len(members))]
+        for k in checkpoints:
+            for kind in ("regret_best_observed", "regret_recommendation"):
+                values = np.array([_at(r, kind, k) for r in members])
+                values = values[np.isfinite(values)]
+                if len(values) == 0:
+                    row.append("—")
+                    continue
+                median, low, high = benchmarks.bootstrap_median(
+                    values[:, None], level=level
+                )
+                row.append(f"{median[0]:.3g} [{low[0]:.3g}, {high[0]:.3g}]")
+        steps = [
+            s for r in members for s in r["suggest_seconds"][r.get("n_initial", 0) :]
+        ]
+        row.append(f"{np.median(steps):.2f}" if steps else "—")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", nargs="+", default=PROBLEMS)
+    parser.add_argument("--methods", nargs="*", default=["ppbo", "ppbo_map"])
     parser.add_argument(
-        "--problems",
-        nargs="+",
-        default=["branin", "cosines", "hartmann6"],
-        help=f"problem names, optionally name:option=value,...; known: "
-        f"{', '.join(benchmarks.names())}",
+        "--campaign",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
+        help="an extra method: a name and ppbo.Optimizer options as JSON",
     )
-    parser.add_argument(
-        "--methods", nargs="+", default=["random_search"], choices=sorted(METHODS)
-    )
-    parser.add_argument("--seeds", type=int, default=20, help="number of seeds")
+    parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--budget", type=int, default=30, help="evaluations per run")
-    parser.add_argument("--n-initial", type=int, default=3)
-    parser.add_argument("--mcmc-warmup", type=int, default=256)
-    parser.add_argument("--mcmc-samples", type=int, default=256)
+    parser.add_argument("--budget", type=int, default=60)
+    parser.add_argument("--checkpoints", type=int, nargs="+", default=[30, 60])
     parser.add_argument("--noise-var", type=float, default=1e-3)
-    parser.add_argument("--workers", type=int, default=1, help="parallel processes")
-    parser.add_argument("--name", default="regret", help="result file stem")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--name", default="regret")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--peers", nargs="*", type=Path, default=[])
+    parser.add_argument("--table", action="store_true", help="only summarise")
     args = parser.parse_args(argv)
 
-    methods = {name: METHODS[name](args) for name in args.methods}
-    common = dict(
-        methods=methods,
-        problems=args.problems,
-        seeds=range(args.first_seed, args.first_seed + args.seeds),
-        budget=args.budget,
-        n_initial=args.n_initial,
-        noise_var=args.noise_var,
-        out_dir=args.out,
-        name=args.name,
-        on_run=_report,
+    methods = {}
+    for name in args.methods:
+        if name != "random_search" and name not in METHODS:
+            parser.error(f"--methods: unknown {name!r}; known: {sorted(METHODS)}")
+        methods[name] = METHODS.get(name, {})
+    for item in args.campaign:
+        name, _, text = item.partition("=")
+        methods[name] = json.loads(text)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{args.name}.jsonl"
+    done = {(r["method"], r["problem"], r["seed"]) for r in _load([path])}
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    tasks = [
+        (name, options, problem, seed, args.budget, args.checkpoints, args.noise_var)
+        for seed in seeds
+        for problem in args.problems
+        for name, options in methods.items()
+        if (name, problem, seed) not in done
+    ]
+    if not args.table and tasks:
+        if args.workers > 1:
+            # spawn, not fork: JAX is multithreaded and must not be forked.
+            context = multiprocessing.get_context("spawn")
+            pool = concurrent.futures.ProcessPoolExecutor(args.workers, context)
+            results = pool.map(_task, tasks)
+        else:
+            pool, results = None, map(_task, tasks)
+        with path.open("a") as sink:
+            for run in results:
+                sink.write(json.dumps(run) + "\n")
+                sink.flush()
+                print(
+                    f"{run['method']:14s} {run['problem']:12s} seed {run['seed']:2d}: "
+                    f"best observed {run['regret_best_observed'][-1]:.3g}",
+                    flush=True,
+                )
+        if pool is not None:
+            pool.shutdown()
+
+    runs = [
+        r
+        for r in _load([path, *args.peers])
+        if r["problem"] in args.problems and r["seed"] in seeds
+    ]
+    if not runs:
+        return {"config": vars(args), "summary": {}, "table": ""}
+    summary = benchmarks.summarize(runs)
+    benchmarks.plot(summary, args.out / f"{args.name}.png")
+    markdown = table(runs, args.checkpoints)
+    (args.out / f"{args.name}.md").write_text(markdown + "\n")
+    result = {"config": vars(args), "summary": summary, "table": markdown}
+    (args.out / f"{args.name}.json").write_text(
+        json.dumps(result, default=str, indent=1)
     )
-    if args.workers > 1:
-        # spawn, not fork: JAX is multithreaded and must not be forked.
-        context = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(args.workers, context) as pool:
-            result = benchmarks.run(map_fn=pool.map, **common)
-    else:
-        result = benchmarks.run(**common)
-    for problem, by_method in result["summary"].items():
-        for method, entry in by_method.items():
-            final = entry["final"]
-            print(
-                f"{problem:24s} {method:16s} median final regret: recommendation "
-                f"{final['regret_recommendation']:.3g}, best observed "
-                f"{final['regret_best_observed']:.3g} ({entry['num_runs']} runs)"
-            )
-    print(f"wrote {Path(args.out) / args.name}.json and .png")
+    print(markdown)
     return result
 
 

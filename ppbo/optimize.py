@@ -103,6 +103,54 @@ def condition_on_pending(posterior: Posterior, pending: Any) -> Posterior:
     )
 
 
+def select_starts(
+    key: jax.Array,
+    values: np.ndarray,
+    num: int,
+    selection: str = "boltzmann",
+    eta: float = 2.0,
+) -> np.ndarray:
+    """Indices of the raw candidates to refine, best first.
+
+    ``"best"`` takes the ``num`` largest values. ``"boltzmann"`` keeps the largest
+    and draws the rest without replacement with probabilities proportional to
+    ``exp(eta z)``, ``z`` the standardised acquisition value, which is the heuristic of
+    BoTorch's ``initialize_q_batch`` (Balandat et al. 2020, "BoTorch: a framework
+    for efficient Monte-Carlo Bayesian optimization", §F.1): starts spread over
+    several promising basins instead of crowding into the best one.
+
+    Args:
+        key: PRNG key for the weighted draw.
+        values: (m,) acquisition values of the raw candidates (-inf: never chosen
+            unless nothing else is left).
+        num: how many starts.
+        selection: ``"boltzmann"`` or ``"best"``.
+        eta: the Boltzmann temperature's inverse (BoTorch's default, 2).
+
+    Returns:
+        (num,) integer indices, the best candidate first.
+
+    Example:
+        >>> select_starts(jax.random.key(0), np.array([0.1, 3.0, 2.0]), 2, "best")
+        array([1, 2])
+    """
+    if selection not in ("boltzmann", "best"):
+        raise ValueError(f"selection must be 'boltzmann' or 'best', got {selection!r}")
+    order = np.argsort(-values, kind="stable")
+    if selection == "best" or np.isfinite(values).sum() <= num:
+        return order[:num]
+    rest = order[1:]
+    z = values[rest]
+    ok = np.isfinite(z)
+    spread = z[ok].std()
+    z = (z - z[ok].mean()) / (spread if spread > 0 else 1.0)
+    weights = np.where(ok, np.exp(np.minimum(eta * z, 500.0)), 0.0)
+    rng = np.random.default_rng(_seed(key))
+    picked = rng.choice(rest, size=num - 1, replace=False, p=weights / weights.sum())
+    picked = picked[np.argsort(-values[picked], kind="stable")]
+    return np.concatenate([order[:1], picked])
+
+
 def _refine(bound: Bound, starts: np.ndarray, max_iterations: int):
     """Maximise from several starts jointly with L-BFGS-B (a separable sum)."""
     shape = starts.shape
@@ -134,16 +182,17 @@ def _optimize_one(
     num_restarts: int,
     max_iterations: int,
     design: str,
+    selection: str,
     options: dict,
 ):
-    key_raw, key_acq = jax.random.split(key)
+    key_raw, key_acq, key_select = jax.random.split(key, 3)
     if acquisition.stochastic or acquisition.prepare is not None:
         options = {**options, "key": key_acq}
     bound = bind(acquisition, posterior, **options)
     raw = raw_candidates(key_raw, posterior.data.dim, num_raw, design)
     raw_values = np.asarray(bound.reduced(raw))
     raw_values = np.where(np.isfinite(raw_values), raw_values, -np.inf)
-    order = np.argsort(-raw_values)[:num_restarts]
+    order = select_starts(key_select, raw_values, num_restarts, selection)
     if max_iterations == 0:
         best = order[0]
         return raw[best], float(raw_values[best])
@@ -166,6 +215,7 @@ def optimize_acquisition(
     num_restarts: int = 8,
     max_iterations: int = 100,
     design: str = "sobol",
+    selection: str = "boltzmann",
     **options: Any,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Maximise a marginalised acquisition over [0, 1]^d.
@@ -181,6 +231,9 @@ def optimize_acquisition(
         num_restarts: best raw candidates refined by L-BFGS-B.
         max_iterations: L-BFGS-B iterations (0: raw search only).
         design: ``"sobol"`` or ``"lhs"`` raw candidates.
+        selection: how restarts are picked from the raw candidates,
+            ``"boltzmann"`` (the best plus a draw weighted by the acquisition; see
+            :func:`select_starts`) or ``"best"`` (the top ``num_restarts``).
         **options: passed to the acquisition (``best_f``, ``beta``, ...).
 
     Returns:
@@ -216,6 +269,7 @@ def optimize_acquisition(
                 int(num_restarts),
                 int(max_iterations),
                 design,
+                selection,
                 dict(options),
             )
             chosen.append(x)

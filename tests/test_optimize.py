@@ -14,6 +14,7 @@ from ppbo.optimize import (
     posterior_mean,
     raw_candidates,
     recommend,
+    select_starts,
 )
 
 PARAMS = {"lengthscale": [0.15, 0.3], "outputscale": 1.0, "noise": 1e-4, "mean": 0.0}
@@ -48,6 +49,69 @@ def test_finds_the_posterior_mean_maximum_of_a_dense_grid():
     np.testing.assert_allclose(
         values[0], posterior.predict_marginal(X)[0][0], rtol=1e-10
     )
+
+
+# Hartmann-6 (Dixon and Szegö 1978): six local maxima of -f on [0, 1]^6, the
+# global one at X_H6 with value 3.32237 (Surjanovic and Bingham's library).
+H6_ALPHA = np.array([1.0, 1.2, 3.0, 3.2])
+H6_A = np.array(
+    [
+        [10, 3, 17, 3.5, 1.7, 8],
+        [0.05, 10, 17, 0.1, 8, 14],
+        [3, 3.5, 1.7, 10, 17, 8],
+        [17, 8, 0.05, 10, 0.1, 14],
+    ]
+)
+H6_P = 1e-4 * np.array(
+    [
+        [1312, 1696, 5569, 124, 8283, 5886],
+        [2329, 4135, 8307, 3736, 1004, 9991],
+        [2348, 1451, 3522, 2883, 3047, 6650],
+        [4047, 8828, 8732, 5743, 1091, 381],
+    ]
+)
+X_H6 = np.array([0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573])
+
+
+def _negative_hartmann6(sample, X):
+    inner = jnp.sum(H6_A[None] * (X[:, None, :] - H6_P[None]) ** 2, axis=-1)
+    return jnp.sum(H6_ALPHA * jnp.exp(-inner), axis=-1)
+
+
+def test_finds_the_global_maximiser_of_a_multimodal_6d_surface_by_default():
+    X = np.random.default_rng(0).random((5, 6))
+    data = ppbo.Dataset(X, X.sum(axis=1) - 3.0, capacity=8)
+    params = {"lengthscale": [0.3] * 6, "outputscale": 1.0, "noise": 1e-4, "mean": 0.0}
+    posterior = ppbo.fit(SURROGATE, data, ppbo.Fixed(params), jax.random.key(0))
+    surface = Acquisition("hartmann6", _negative_hartmann6)
+    for seed in range(5):
+        x, value = optimize_acquisition(surface, posterior, jax.random.key(seed))
+        np.testing.assert_allclose(x[0], X_H6, atol=1e-4)
+        np.testing.assert_allclose(value[0], 3.32237, atol=1e-5)
+
+
+def test_boltzmann_starts_keep_the_best_and_draw_the_rest_by_weight():
+    values = np.array([3.0, -np.inf, 0.0, 1.0, 2.0, 0.5])
+    assert select_starts(jax.random.key(0), values, 3, "best").tolist() == [0, 4, 3]
+    # nothing finite to spare: the finite ones first, in order
+    assert select_starts(jax.random.key(0), values, 5).tolist()[:1] == [0]
+    with pytest.raises(ValueError, match="selection must be"):
+        select_starts(jax.random.key(0), values, 2, "random")
+    # the second start is drawn from the rest with probability prop. to exp(2 z)
+    rest = np.array([2, 3, 4, 5])
+    z = (values[rest] - values[rest].mean()) / values[rest].std()
+    p = np.exp(2.0 * z) / np.exp(2.0 * z).sum()
+    draws = 2000
+    picked = np.array(
+        [
+            select_starts(k, values, 2)[1]
+            for k in jax.random.split(jax.random.key(1), draws)
+        ]
+    )
+    assert np.all(picked != 0) and np.all(picked != 1)  # best kept once; -inf never
+    freq = np.array([np.mean(picked == i) for i in rest])
+    # 4.5 binomial standard errors: a false alarm about once in 10^5 runs per cell
+    np.testing.assert_array_less(np.abs(freq - p), 4.5 * np.sqrt(p * (1 - p) / draws))
 
 
 def test_raw_search_only_and_designs():

@@ -15,6 +15,7 @@ Example:
     (5, 'branin')
 """
 
+from ppbo.benchmarks.campaign import Campaign, problem_space
 from ppbo.benchmarks.methods import BayesOpt, bayes_opt
 from ppbo.benchmarks.problems import Problem, get, names, options
 from ppbo.benchmarks.runner import (
@@ -31,6 +32,8 @@ from ppbo.benchmarks.runner import (
 )
 
 __all__ = [
+    "Campaign",
+    "problem_space",
     "BayesOpt",
     "bayes_opt",
     "Problem",

@@ -203,7 +203,11 @@ def run_one(
     Args:
         method_name: the name recorded in the result.
         method: a :class:`Method`, or a bare suggest function (then it recommends
-            the best observed point).
+            the best observed point), or a :class:`ppbo.benchmarks.Campaign`: then
+            the run is a :class:`ppbo.Optimizer` campaign with its own initial
+            design (``n_initial`` is not used), scored on the same noise stream,
+            and its recommendation is scored only at the campaign's
+            ``recommend_at`` evaluations and the last (NaN elsewhere).
         problem: a :class:`Problem` (used as is), or a name for
             :func:`ppbo.benchmarks.get`, e.g. ``"ackley:d=5"``. A named problem that
             takes a ``seed`` option (``gp_sample``) and does not fix it is drawn
@@ -230,13 +234,20 @@ def run_one(
             the wrong shape, non-finite or outside the unit cube, or a noise-free
             value better than the problem's stated optimum.
     """
-    if not isinstance(method, Method):
-        method = Method(suggest=method)
+    from ppbo.benchmarks.campaign import Campaign, run_campaign
+
     label = problem.name if isinstance(problem, Problem) else str(problem).strip()
     problem = _resolve(problem, seed, noise_var)
     budget, n_initial, seed = int(budget), int(n_initial), int(seed)
     if budget < 1:
         raise ValueError(f"budget must be >= 1, got {budget}")
+    if isinstance(method, Campaign):
+        record = run_campaign(
+            method_name, method, problem, seed, budget, _NOISE_STREAM, _regret
+        )
+        return _result(label, problem, seed, budget) | record
+    if not isinstance(method, Method):
+        method = Method(suggest=method)
     if not 0 <= n_initial <= budget:
         raise ValueError(
             f"n_initial must be between 0 and budget = {budget}, got {n_initial}"
@@ -294,18 +305,23 @@ def run_one(
         record["regret_best_observed"].append(_regret(problem, best_f))
         record["suggest_seconds"].append(seconds)
         record["recommend_seconds"].append(rec_seconds)
-    return {
+    return _result(label, problem, seed, budget) | {
         "method": method_name,
+        "n_initial": n_initial,
+        **record,
+    }
+
+
+def _result(label: str, problem: Problem, seed: int, budget: int) -> dict[str, Any]:
+    return {
         "problem": label,
         "instance": problem.name,
         "seed": seed,
         "budget": budget,
-        "n_initial": n_initial,
         "noise_var": problem.noise_var,
         "direction": problem.direction,
         "optimum_value": problem.optimum_value,
-        "dim": d,
-        **record,
+        "dim": problem.dim,
     }
 
 
@@ -516,8 +532,9 @@ def summarize(
         ``summary[problem][method]`` with ``num_runs``, ``n_initial``,
         ``evaluations`` (1 ... budget), and for ``log10_regret_recommendation`` and
         ``log10_regret_best_observed`` a dict of ``median``, ``low`` and ``high``
-        lists; plus ``final``: the median regrets (not logged) after the last
-        evaluation.
+        lists (None at evaluations where some run has no score: campaigns score
+        their recommendation at a few evaluations only); plus ``final``: the
+        median regrets (not logged) after the last evaluation.
 
     Raises:
         ValueError: if the runs of one (problem, method) differ in budget or
@@ -547,13 +564,19 @@ def summarize(
             final = {}
             for kind in _REGRET_KINDS:
                 regrets = np.array([r[kind] for r in members], dtype=np.float64)
-                median, low, high = bootstrap_median(
-                    np.log10(np.maximum(regrets, floor)), level, num_resamples, seed
-                )
+                # campaigns score their recommendation at a few evaluations only
+                scored = np.all(np.isfinite(regrets), axis=0)
+                bands = np.full((3, regrets.shape[1]), np.nan)
+                if scored.any():
+                    bands[:, scored] = bootstrap_median(
+                        np.log10(np.maximum(regrets[:, scored], floor)),
+                        level,
+                        num_resamples,
+                        seed,
+                    )
                 entry[f"log10_{kind}"] = {
-                    "median": median.tolist(),
-                    "low": low.tolist(),
-                    "high": high.tolist(),
+                    name: [None if np.isnan(v) else float(v) for v in band]
+                    for name, band in zip(("median", "low", "high"), bands, strict=True)
                 }
                 final[kind] = float(np.median(regrets[:, -1]))
             entry["final"] = final
@@ -584,12 +607,37 @@ def plot(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], path: str | Pat
         for i, kind in enumerate(_REGRET_KINDS):
             ax = axes[i, j]
             for method_name, entry in summary[problem].items():
-                band = entry[f"log10_{kind}"]
-                steps = entry["evaluations"]
-                (line,) = ax.plot(steps, band["median"], label=method_name)
-                ax.fill_between(
-                    steps, band["low"], band["high"], color=line.get_color(), alpha=0.2
+                band = {
+                    k: np.array(v, dtype=np.float64)  # None (not scored) -> NaN
+                    for k, v in entry[f"log10_{kind}"].items()
+                }
+                steps = np.array(entry["evaluations"])
+                sparse = np.isnan(band["median"]).any()
+                (line,) = ax.plot(
+                    steps,
+                    band["median"],
+                    label=method_name,
+                    marker="o" if sparse else None,
                 )
+                if sparse:  # scored at a few evaluations: error bars, not a band
+                    ax.errorbar(
+                        steps,
+                        band["median"],
+                        yerr=[
+                            band["median"] - band["low"],
+                            band["high"] - band["median"],
+                        ],
+                        fmt="none",
+                        color=line.get_color(),
+                    )
+                else:
+                    ax.fill_between(
+                        steps,
+                        band["low"],
+                        band["high"],
+                        color=line.get_color(),
+                        alpha=0.2,
+                    )
                 ax.axvline(entry["n_initial"], color="0.6", linestyle=":", lw=1)
             ax.set_title(f"{problem}: {titles[i]}", fontsize=9)
             ax.set_ylabel("log10 immediate regret")

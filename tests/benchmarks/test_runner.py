@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import ppbo
 from ppbo import benchmarks
 
 BUDGET, N_INITIAL, NOISE_VAR = 8, 3, 1e-3
@@ -25,6 +26,15 @@ PER_EVALUATION = [
     "suggest_seconds",
     "recommend_seconds",
 ]
+
+
+# a campaign small enough for a unit test: MAP, few raw candidates
+TINY = {
+    "inference": "map",
+    "acquisition": "log_ei",
+    "n_initial": 3,
+    "optimizer_options": {"num_raw": 32, "num_restarts": 2},
+}
 
 
 def _strip_seconds(run):
@@ -308,22 +318,62 @@ def test_bad_arguments_are_named():
         benchmarks.run({"r": rs}, ["branin"], seeds=[1, 1], budget=4)
 
 
+def test_a_campaign_method_runs_the_users_optimizer():
+    method = benchmarks.Campaign(TINY, recommend_at=(4,))
+    run = benchmarks.run_one(
+        "tiny", method, "branin", seed=3, budget=6, n_initial=0, noise_var=NOISE_VAR
+    )
+    assert run["n_initial"] == 3 and run["options"]["inference"] == "map"
+    assert all(len(run[k]) == 6 for k in PER_EVALUATION)
+    # the same points as a user's campaign with this seed and these values
+    problem = benchmarks.get("branin", noise_var=NOISE_VAR)
+    opt = ppbo.Optimizer(
+        benchmarks.problem_space(problem), direction="minimize", seed=3, **TINY
+    )
+    for x, y in zip(run["x"], run["y"], strict=True):
+        trial = opt.ask()
+        np.testing.assert_allclose(list(trial.params.values()), x, rtol=1e-12)
+        opt.tell(trial, y)
+    # observed = noise-free + the runner's noise stream for (seed, evaluation)
+    assert run["y"] == [
+        problem(np.array(x), key=np.random.default_rng([1, 3, t]))
+        for t, x in enumerate(run["x"])
+    ]
+    # recommendations are scored at the checkpoints only
+    scored = [not math.isnan(r) for r in run["regret_recommendation"]]
+    assert scored == [False, False, False, True, False, True]
+    assert run["recommend_seconds"][3] > 0 and run["recommendation"][0] is None
+    best = np.minimum.accumulate(np.array(run["f"]) - problem.optimum_value)
+    np.testing.assert_allclose(run["regret_best_observed"], best, rtol=1e-12)
+    summary = benchmarks.summarize([run])["branin"]["tiny"]
+    median = summary["log10_regret_recommendation"]["median"]
+    assert median[:3] == [None] * 3 and median[3] is not None
+
+
 def test_a_wrong_stated_optimum_is_an_error():
     wrong = dataclasses.replace(benchmarks.get("branin"), optimum_value=5.0)
     with pytest.raises(ValueError, match="beats the stated optimum 5.0"):
         benchmarks.run_one("oracle", oracle, wrong, seed=0, budget=4)
 
 
-def test_regret_script_runs_the_registered_methods(tmp_path):
+def test_regret_script_runs_campaigns_and_merges_peers(tmp_path):
     path = Path(__file__).parents[2] / "benchmarks" / "regret.py"
     spec = importlib.util.spec_from_file_location("regret_script", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    assert "random_search" in script.METHODS
-    result = script.main(
-        ["--problems", "branin", "ackley:d=3", "--seeds", "2", "--budget", "5"]
-        + ["--out", str(tmp_path), "--name", "cli"]
-    )
-    assert set(result["summary"]) == {"branin", "ackley:d=3"}
-    assert result["config"]["noise_var"] == 1e-3
-    assert (tmp_path / "cli.json").exists() and (tmp_path / "cli.png").exists()
+    assert script.METHODS["ppbo"] == {}  # the user's defaults
+    peer = benchmarks.run_one("peer", benchmarks.random_search, "branin", 0, 5, 3)
+    (tmp_path / "peer.jsonl").write_text(json.dumps(peer) + "\n")
+    argv = ["--problems", "branin", "--seeds", "1", "--budget", "5"]
+    argv += ["--methods", "random_search", "--campaign", f"tiny={json.dumps(TINY)}"]
+    argv += ["--checkpoints", "4", "5", "--out", str(tmp_path), "--name", "cli"]
+    result = script.main([*argv, "--peers", str(tmp_path / "peer.jsonl")])
+    assert set(result["summary"]["branin"]) == {"random_search", "tiny", "peer"}
+    assert "| branin | tiny | 1 |" in result["table"]
+    assert (tmp_path / "cli.png").exists() and (tmp_path / "cli.md").exists()
+    lines = (tmp_path / "cli.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+    # a second call finds the runs and only summarises
+    again = script.main(argv)
+    assert len((tmp_path / "cli.jsonl").read_text().splitlines()) == 2
+    assert set(again["summary"]["branin"]) == {"random_search", "tiny"}
