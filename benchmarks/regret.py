@@ -57,12 +57,14 @@ METHODS: dict[str, dict] = {
 
 
 def _task(task: tuple) -> dict:
-    name, options, problem, seed, budget, checkpoints, noise_var = task
+    name, options, problem, seed, budget, checkpoints, noise_var, shared = task
     if name == "random_search":
         return benchmarks.run_one(
-            name, benchmarks.random_search, problem, seed, budget, 0, noise_var
+            name, benchmarks.random_search, problem, seed, budget, 3, noise_var
         )
-    method = benchmarks.Campaign(options, recommend_at=tuple(checkpoints))
+    method = benchmarks.Campaign(
+        options, recommend_at=tuple(checkpoints), shared_design=shared
+    )
     return benchmarks.run_one(name, method, problem, seed, budget, 0, noise_var)
 
 
@@ -137,6 +139,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--budget", type=int, default=60)
     parser.add_argument("--checkpoints", type=int, nargs="+", default=[30, 60])
     parser.add_argument("--noise-var", type=float, default=1e-3)
+    parser.add_argument(
+        "--shared-design",
+        type=int,
+        default=0,
+        metavar="N",
+        help="start every campaign from the runner's N-point design (as the peers "
+        "do; pair with n_initial=0 in the options) instead of its own",
+    )
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--name", default="regret")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -158,7 +168,16 @@ def main(argv: list[str] | None = None) -> dict:
     done = {(r["method"], r["problem"], r["seed"]) for r in _load([path])}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     tasks = [
-        (name, options, problem, seed, args.budget, args.checkpoints, args.noise_var)
+        (
+            name,
+            options,
+            problem,
+            seed,
+            args.budget,
+            args.checkpoints,
+            args.noise_var,
+            args.shared_design,
+        )
         for seed in seeds
         for problem in args.problems
         for name, options in methods.items()

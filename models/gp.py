@@ -17,8 +17,13 @@ Machine Learning", Algorithm 2.1.
 Default priors: ``lengthscale ~ LogNormal(sqrt(2) + log(d) / 2, sqrt(3))`` (Hvarfner,
 Hellsten and Nardi 2024, "Vanilla Bayesian optimization performs great in high
 dimensions", which scales the prior with the dimension), ``outputscale ~
-LogNormal(0, 1)``, ``noise ~ LogNormal(-4, 1)``, ``mean ~ Normal(0, 1)``,
-``mean_weights ~ Normal(0, 1)``.
+LogNormal(0, 0.05)``, ``noise ~ LogNormal(-4, 1)``, ``mean ~ Normal(0, 1)``,
+``mean_weights ~ Normal(0, 1)``. Outputs are standardised, so the signal variance is
+held near 1, as BoTorch's default GP (since 0.12, with the same lengthscale and
+noise priors) holds it at exactly 1: with ``LogNormal(0, 1)`` a large fitted
+signal variance made far-away points look promising and the campaign kept
+exploring instead of refining (benchmarks/README.md, "model" ablation). The site
+stays, so a wider prior is one ``priors={"outputscale": ...}`` away.
 """
 
 from __future__ import annotations
@@ -69,7 +74,7 @@ def default_priors(d: int) -> dict[str, dist.Distribution]:
         "lengthscale": dist.LogNormal(
             math.sqrt(2.0) + 0.5 * math.log(d), math.sqrt(3.0)
         ),
-        "outputscale": dist.LogNormal(0.0, 1.0),
+        "outputscale": dist.LogNormal(0.0, 0.05),
         "noise": dist.LogNormal(-4.0, 1.0),
         "mean": dist.Normal(0.0, 1.0),
         "mean_weights": dist.Normal(0.0, 1.0),

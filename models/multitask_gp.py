@@ -37,7 +37,7 @@ Sites (``t = num_tasks``, ``d`` input dimensions):
 - ``task_scales`` (t,): per-task output scales ``σ``. These are standard deviations
   (``K_t[k, k] = task_scales[k] ** 2``), unlike the single-task GP's ``outputscale``,
   which is a variance. Default ``LogNormal(0, 1/2)``, so that ``task_scales ** 2``
-  has the ``LogNormal(0, 1)`` prior of the single-task ``outputscale``.
+  has a ``LogNormal(0, 1)`` prior.
 - ``noise`` (t,): per-task noise variances ``σ_n^2`` (the diagonal matrix ``D`` of
   Bonilla et al. 2008, eq. (2)): source tasks are often cheaper, noisier
   measurements than the target. Default ``LogNormal(-4, 1)`` as in the single-task GP.
@@ -149,7 +149,7 @@ def default_priors(d: int) -> dict[str, dist.Distribution]:
     single = gp.default_priors(d)
     return {
         "lengthscale": single["lengthscale"],
-        # task_scales**2 ~ LogNormal(0, 1), the single-task outputscale prior.
+        # task_scales**2 ~ LogNormal(0, 1)
         "task_scales": dist.LogNormal(0.0, 0.5),
         "noise": single["noise"],
         "mean": single["mean"],

@@ -607,7 +607,7 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--acquisition",
         default=None,
-        help="pes (default for Matérn-5/2 and RBF GPs), ei, log_ei, ucb, kg, "
+        help="log_ei (default), pes, ei, ucb, kg, "
         "thompson, mes, es",
     )
     parser.add_argument(

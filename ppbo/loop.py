@@ -142,10 +142,10 @@ def suggest(
 
 # -- the campaign: ask/tell over a search space, kept in a storage --------------------
 
-#: Acquisition used when none is given: PES for GPs whose kernel it supports
-#: (Matérn-5/2, squared-exponential), else :data:`FALLBACK_ACQUISITION`.
-DEFAULT_ACQUISITION = "pes"
-FALLBACK_ACQUISITION = "ei"
+#: Acquisition used when none is given: log-EI, the acquisition with the best
+#: measured regret of the best evaluated point (benchmarks/README.md); it needs only
+#: the surrogate's predictive mean and variance, so it applies to every surrogate.
+DEFAULT_ACQUISITION = "log_ei"
 
 _DESIGNS = ("lhs", "sobol", "random")
 # Campaigns start in a 32-row bucket: padding costs microseconds at this size, and
@@ -257,12 +257,7 @@ def _resolve_inference(inference: Any) -> tuple[Any, dict]:
 
 
 def _default_acquisition(surrogate: Surrogate) -> str:
-    from ppbo.acquisition.pes import check_surrogate
-
-    try:
-        check_surrogate(surrogate)
-    except ValueError:
-        return FALLBACK_ACQUISITION
+    del surrogate  # log-EI needs only the predictive mean and variance
     return DEFAULT_ACQUISITION
 
 
@@ -360,8 +355,8 @@ class Optimizer:
         inference: ``ppbo.NUTS()`` (default), ``Slice``, ``MAP``, ``Fixed``, or
             ``"nuts"``, ``"slice"``, ``"map"``.
         acquisition: an :class:`~ppbo.acquisition.Acquisition` or its name
-            (default: ``"pes"``, Predictive Entropy Search, for GPs with a
-            Matérn-5/2 or squared-exponential kernel; ``"ei"`` otherwise).
+            (default: ``"log_ei"``, chosen by measured regret; see
+            benchmarks/README.md. ``"pes"`` is Predictive Entropy Search).
         direction: ``"minimize"`` (default) or ``"maximize"``.
         initial_design: ``"lhs"`` (default), ``"sobol"`` or ``"random"``.
         n_initial: design size (default ``max(3, 2 * len(space))``).

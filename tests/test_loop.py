@@ -296,10 +296,11 @@ def test_asks_inside_a_bucket_compile_nothing(compile_counter):
     assert compile_counter.count == 0
 
 
-def test_default_acquisition_is_pes_where_it_applies():
-    assert _optimizer().config["acquisition"] == {"name": "pes"}
+def test_default_acquisition_is_log_ei_and_pes_refuses_rough_kernels():
+    assert _optimizer().config["acquisition"] == {"name": "log_ei"}
     rough = _optimizer(surrogate="gp-matern32")
-    assert rough.config["acquisition"] == {"name": "ei"}
+    assert rough.config["acquisition"] == {"name": "log_ei"}
+    assert _optimizer(acquisition="pes").config["acquisition"] == {"name": "pes"}
     with pytest.raises(ValueError, match="not twice differentiable|Matérn"):
         _optimizer(surrogate="gp-matern32", acquisition="pes")
     with pytest.raises(ValueError, match="acquisition_samples must be a positive"):
@@ -321,7 +322,9 @@ def test_pes_is_averaged_over_a_thinned_posterior(monkeypatch):
         (ppbo.MAP(num_restarts=2), None, 16),  # one sample, 16 draws of x*
     ]
     for inference, samples, expected in cases:
-        opt = _optimizer(inference=inference, acquisition_samples=samples)
+        opt = _optimizer(
+            inference=inference, acquisition="pes", acquisition_samples=samples
+        )
         for trial in opt.ask(3):
             opt.tell(trial, _objective(trial.params))
         assert opt.ask().origin == "model"

@@ -37,6 +37,12 @@ class Campaign:
             ...); JSON-ready values or ppbo objects. Empty: the user's defaults.
         recommend_at: evaluation counts after which the campaign's
             recommendation is scored; the budget is always included.
+        shared_design: if positive, the first this many evaluations are the
+            runner's Latin-hypercube design for the seed (the points every
+            :class:`~ppbo.benchmarks.Method` starts from, peers included), told to
+            the campaign with :meth:`ppbo.Optimizer.add`; the campaign then asks
+            for the rest (give ``n_initial=0`` in ``options`` to skip its own
+            design). Runs are then paired with the peers' seed by seed.
 
     Example:
         >>> from ppbo import benchmarks
@@ -49,6 +55,7 @@ class Campaign:
 
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     recommend_at: tuple[int, ...] = ()
+    shared_design: int = 0
 
 
 def problem_space(problem: Problem):
@@ -83,6 +90,7 @@ def run_campaign(
     size, and ``suggest_seconds`` the time of each :meth:`ppbo.Optimizer.ask`
     (design points included).
     """
+    from ppbo.benchmarks.runner import initial_design
     from ppbo.loop import Optimizer
 
     names = [name for name, _, _ in problem.space]
@@ -110,14 +118,22 @@ def run_campaign(
     }
     minimize = problem.direction == "minimize"
     best_f = math.inf if minimize else -math.inf
+    design = initial_design(problem.dim, min(method.shared_design, budget), seed)
     for t in range(budget):
         start = time.perf_counter()
-        trial = opt.ask()
-        seconds = time.perf_counter() - start
-        x = np.array([trial.params[name] for name in names], dtype=np.float64)
+        if t < len(design):
+            trial, seconds = None, 0.0
+            x = problem.from_unit(design[t])
+        else:
+            trial = opt.ask()
+            seconds = time.perf_counter() - start
+            x = np.array([trial.params[name] for name in names], dtype=np.float64)
         noise = np.random.default_rng([noise_stream, seed, t])
         observed, f = float(problem(x, key=noise)), float(problem.noise_free(x))
-        opt.tell(trial, observed)
+        if trial is None:
+            opt.add(dict(zip(names, x.tolist(), strict=True)), observed)
+        else:
+            opt.tell(trial, observed)
         best_f = min(best_f, f) if minimize else max(best_f, f)
         x_rec, f_rec, regret_rec, rec_seconds = None, math.nan, math.nan, 0.0
         if t + 1 in checkpoints:
@@ -138,7 +154,7 @@ def run_campaign(
         record["recommend_seconds"].append(rec_seconds)
     return {
         "method": method_name,
-        "n_initial": int(opt.config["n_initial"]),
+        "n_initial": len(design) + int(opt.config["n_initial"]),
         "options": _describe(method.options),
         **record,
     }

@@ -350,6 +350,15 @@ def test_a_campaign_method_runs_the_users_optimizer():
     assert median[:3] == [None] * 3 and median[3] is not None
 
 
+def test_a_campaign_can_start_from_the_runners_shared_design():
+    method = benchmarks.Campaign(TINY | {"n_initial": 0}, shared_design=3)
+    run = benchmarks.run_one("tiny", method, "branin", seed=2, budget=5)
+    peer = benchmarks.run_one("peer", benchmarks.random_search, "branin", 2, 5, 3)
+    assert run["x"][:3] == peer["x"][:3] and run["y"][:3] == peer["y"][:3]
+    assert run["suggest_seconds"][:3] == [0.0] * 3 and run["n_initial"] == 3
+    assert run["x"][3] != peer["x"][3]
+
+
 def test_a_wrong_stated_optimum_is_an_error():
     wrong = dataclasses.replace(benchmarks.get("branin"), optimum_value=5.0)
     with pytest.raises(ValueError, match="beats the stated optimum 5.0"):
