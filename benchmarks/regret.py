@@ -19,7 +19,7 @@ Named problems may carry options (``ackley:d=5``); ``gp_sample`` draws a differe
 function from the GP prior for every seed.
 
 Usage: ``python benchmarks/regret.py [--problems branin hartmann6] [--methods ppbo
-ppbo_map] [--campaign NAME='{"acquisition": "log_ei"}'] [--seeds 20] [--budget 60]
+ppbo_nuts] [--campaign NAME='{"acquisition": "log_ei"}'] [--seeds 20] [--budget 60]
 [--workers 2] [--peers results/regret_botorch.jsonl] [--name regret]``; runs are
 appended to ``results/{name}.jsonl`` as they finish and skipped when present, so a
 sweep resumes; ``--table`` alone only summarises what is there.
@@ -44,10 +44,10 @@ from ppbo import benchmarks  # noqa: E402
 RESULTS = Path(__file__).parent / "results"
 PROBLEMS = ["branin", "hartmann3", "hartmann6", "levy:d=4", "ackley:d=5", "gp_sample"]
 
-#: Method name -> Optimizer options (JSON). "ppbo" is the user's defaults.
+#: Method name -> Optimizer options (JSON). "ppbo" is the user's defaults (MAP).
 METHODS: dict[str, dict] = {
     "ppbo": {},
-    "ppbo_map": {"inference": "map"},
+    "ppbo_nuts": {"inference": "nuts"},
     "ppbo_slice": {"inference": "slice"},
     "ppbo_pes": {"acquisition": "pes"},
     "ppbo_log_ei": {"acquisition": "log_ei"},
@@ -126,7 +126,7 @@ def table(runs: list[dict], checkpoints: list[int], level: float = 0.9) -> str:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", nargs="+", default=PROBLEMS)
-    parser.add_argument("--methods", nargs="*", default=["ppbo", "ppbo_map"])
+    parser.add_argument("--methods", nargs="*", default=["ppbo", "ppbo_nuts"])
     parser.add_argument(
         "--campaign",
         action="append",

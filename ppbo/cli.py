@@ -607,13 +607,14 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--acquisition",
         default=None,
-        help="log_ei (default), pes, ei, ucb, kg, "
-        "thompson, mes, es",
+        help="log_ei (default), pes, ei, ucb, kg, thompson, mes, es",
     )
     parser.add_argument(
         "--model", default="gp", help="gp or gp-<kernel> (matern52, rbf, ...)"
     )
-    parser.add_argument("--inference", default="nuts", help="nuts, slice or map")
+    parser.add_argument(
+        "--inference", default="map", help="map (default), nuts or slice"
+    )
     parser.add_argument(
         "--samples", type=int, default=None, help="MCMC warm-up and samples (256)"
     )

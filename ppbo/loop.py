@@ -49,6 +49,7 @@ __all__ = [
     "minimize",
     "maximize",
     "DEFAULT_ACQUISITION",
+    "DEFAULT_INFERENCE",
 ]
 
 
@@ -146,6 +147,10 @@ def suggest(
 #: measured regret of the best evaluated point (benchmarks/README.md); it needs only
 #: the surrogate's predictive mean and variance, so it applies to every surrogate.
 DEFAULT_ACQUISITION = "log_ei"
+#: Inference used when none is given: MAP hyperparameters, which found better best
+#: values than NUTS at 30 evaluations on every benchmark of benchmarks/README.md but
+#: Hartmann-3 (the fully Bayesian GP explores more); NUTS is ``inference="nuts"``.
+DEFAULT_INFERENCE = "MAP"
 
 _DESIGNS = ("lhs", "sobol", "random")
 # Campaigns start in a 32-row bucket: padding costs microseconds at this size, and
@@ -220,7 +225,7 @@ def _inference_classes() -> dict[str, type]:
 def _resolve_inference(inference: Any) -> tuple[Any, dict]:
     classes = _inference_classes()
     if inference is None:
-        inference = "NUTS"
+        inference = DEFAULT_INFERENCE
     if isinstance(inference, str):
         by_lower = {name.lower(): cls for name, cls in classes.items()}
         if inference.lower() not in by_lower or inference.lower() == "fixed":
@@ -339,8 +344,9 @@ class Optimizer:
 
     The first ``n_initial`` trials come from a space-filling design (trial ``i``
     gets design point ``i``); later trials maximise the acquisition of the
-    fully Bayesian surrogate fitted to the COMPLETE trials. Until a trial has
-    completed with a finite value, later trials are uniformly random.
+    surrogate fitted to the COMPLETE trials (hyperparameters by ``inference``).
+    Until a trial has completed with a finite value, later trials are uniformly
+    random.
 
     Told values: NaN marks the trial FAILED (kept, excluded from the model) with a
     :class:`CampaignWarning`; ``+-inf`` is stored as told and completes the trial,
@@ -352,8 +358,9 @@ class Optimizer:
         space: a :class:`ppbo.Space` or a mapping of name -> dimension.
         surrogate: a :class:`ppbo.Surrogate`, ``"gp"`` (default: Matérn-5/2,
             constant mean) or ``"gp-<kernel>"`` (``rbf``, ``matern32``, ...).
-        inference: ``ppbo.NUTS()`` (default), ``Slice``, ``MAP``, ``Fixed``, or
-            ``"nuts"``, ``"slice"``, ``"map"``.
+        inference: ``ppbo.MAP()`` (default, chosen by measured regret; see
+            benchmarks/README.md), ``NUTS`` (fully Bayesian), ``Slice``,
+            ``Fixed``, or ``"map"``, ``"nuts"``, ``"slice"``.
         acquisition: an :class:`~ppbo.acquisition.Acquisition` or its name
             (default: ``"log_ei"``, chosen by measured regret; see
             benchmarks/README.md. ``"pes"`` is Predictive Entropy Search).

@@ -29,6 +29,7 @@ from ppbo.surrogate import Posterior, _validate_X
 
 __all__ = [
     "optimize_acquisition",
+    "select_starts",
     "condition_on_pending",
     "recommend",
     "Recommendation",
@@ -114,10 +115,10 @@ def select_starts(
 
     ``"best"`` takes the ``num`` largest values. ``"boltzmann"`` keeps the largest
     and draws the rest without replacement with probabilities proportional to
-    ``exp(eta z)``, ``z`` the standardised acquisition value, which is the heuristic of
-    BoTorch's ``initialize_q_batch`` (Balandat et al. 2020, "BoTorch: a framework
-    for efficient Monte-Carlo Bayesian optimization", §F.1): starts spread over
-    several promising basins instead of crowding into the best one.
+    ``exp(eta z)``, ``z`` the standardised acquisition value, as the initialisation
+    heuristic of BoTorch's ``optimize_acqf`` does (Balandat et al. 2020, "BoTorch:
+    a framework for efficient Monte-Carlo Bayesian optimization"): starts spread
+    over several promising basins instead of crowding into the best one.
 
     Args:
         key: PRNG key for the weighted draw.
@@ -228,7 +229,7 @@ def optimize_acquisition(
         pending: points already being evaluated, shape (k, d); taken into account
             like the earlier points of a batch.
         num_raw: raw space-filling candidates (fixed per campaign).
-        num_restarts: best raw candidates refined by L-BFGS-B.
+        num_restarts: raw candidates refined by L-BFGS-B (see ``selection``).
         max_iterations: at most this many L-BFGS-B iterations (0: raw search
             only). L-BFGS-B stops on its own tolerances long before 2000 (BoTorch's
             limit too); with 100, about half of the log-EI maximisations of a

@@ -20,11 +20,11 @@ problem.
 This is an optional peer, not part of ppbo or its test suite. Install it in a
 separate virtual environment next to ppbo, e.g.::
 
-    python3 -m venv /tmp/botorch-venv
-    /tmp/botorch-venv/bin/pip install torch==2.13.0 botorch
-    /tmp/botorch-venv/bin/pip install -e .
+    python3 -m venv .venv-botorch
+    .venv-botorch/bin/pip install torch==2.13.0 botorch
+    .venv-botorch/bin/pip install -e .
 
-Usage: ``/tmp/botorch-venv/bin/python benchmarks/peers/botorch_regret.py
+Usage: ``.venv-botorch/bin/python benchmarks/peers/botorch_regret.py
 [--problems branin hartmann6] [--seeds 20] [--first-seed 0] [--budget 60]
 [--out DIR] [--name regret_botorch]``
 """

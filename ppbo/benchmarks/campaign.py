@@ -64,7 +64,7 @@ def problem_space(problem: Problem):
     Example:
         >>> from ppbo.benchmarks import get
         >>> problem_space(get("branin")).names
-        ('x1', 'x2')
+        ['x1', 'x2']
     """
     from ppbo.space import Real, Space
 
