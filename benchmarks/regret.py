@@ -214,7 +214,11 @@ def main(argv: list[str] | None = None) -> dict:
     benchmarks.plot(summary, args.out / f"{args.name}.png")
     markdown = table(runs, args.checkpoints)
     (args.out / f"{args.name}.md").write_text(markdown + "\n")
-    result = {"config": vars(args), "summary": summary, "table": markdown}
+    config = vars(args) | {
+        "out": args.out.name,  # no machine paths in the stored results
+        "peers": [path.name for path in args.peers],
+    }
+    result = {"config": config, "summary": summary, "table": markdown}
     (args.out / f"{args.name}.json").write_text(
         json.dumps(result, default=str, indent=1)
     )
