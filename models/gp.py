@@ -19,11 +19,11 @@ Hellsten and Nardi 2024, "Vanilla Bayesian optimization performs great in high
 dimensions", which scales the prior with the dimension), ``outputscale ~
 LogNormal(0, 0.05)``, ``noise ~ LogNormal(-4, 1)``, ``mean ~ Normal(0, 1)``,
 ``mean_weights ~ Normal(0, 1)``. Outputs are standardised, so the signal variance is
-held near 1, as BoTorch's default GP (since 0.12, with the same lengthscale and
-noise priors) holds it at exactly 1: with ``LogNormal(0, 1)`` a large fitted
-signal variance made far-away points look promising and the campaign kept
-exploring instead of refining (benchmarks/README.md, "model" ablation). The site
-stays, so a wider prior is one ``priors={"outputscale": ...}`` away.
+held near 1, as BoTorch's default GP (with the same lengthscale and noise priors)
+holds it at exactly 1: with ``LogNormal(0, 1)`` a large fitted signal variance made
+far-away points look promising and the campaign kept exploring instead of refining
+(benchmarks/README.md, ablations). The site stays, so a wider prior is one
+``priors={"outputscale": ...}`` away.
 """
 
 from __future__ import annotations

@@ -148,8 +148,9 @@ def suggest(
 #: the surrogate's predictive mean and variance, so it applies to every surrogate.
 DEFAULT_ACQUISITION = "log_ei"
 #: Inference used when none is given: MAP hyperparameters, which found better best
-#: values than NUTS at 30 evaluations on every benchmark of benchmarks/README.md but
-#: Hartmann-3 (the fully Bayesian GP explores more); NUTS is ``inference="nuts"``.
+#: values than NUTS at 30 evaluations on three of the six problems of
+#: benchmarks/README.md and worse on one, at a fraction of the time per step (the
+#: fully Bayesian GP explores more); NUTS is ``inference="nuts"``.
 DEFAULT_INFERENCE = "MAP"
 
 _DESIGNS = ("lhs", "sobol", "random")
