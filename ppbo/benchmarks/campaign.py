@@ -90,7 +90,7 @@ def run_campaign(
     size, and ``suggest_seconds`` the time of each :meth:`ppbo.Optimizer.ask`
     (design points included).
     """
-    from ppbo.benchmarks.runner import initial_design
+    from ppbo.benchmarks.runner import RECORD_FIELDS, initial_design
     from ppbo.loop import Optimizer
 
     names = [name for name, _, _ in problem.space]
@@ -102,20 +102,7 @@ def run_campaign(
     )
     checkpoints = {int(k) for k in method.recommend_at if 0 < int(k) <= budget}
     checkpoints.add(int(budget))
-    record: dict[str, list] = {
-        field: []
-        for field in (
-            "x",
-            "y",
-            "f",
-            "recommendation",
-            "f_recommendation",
-            "regret_recommendation",
-            "regret_best_observed",
-            "suggest_seconds",
-            "recommend_seconds",
-        )
-    }
+    record: dict[str, list] = {field: [] for field in RECORD_FIELDS}
     minimize = problem.direction == "minimize"
     best_f = math.inf if minimize else -math.inf
     design = initial_design(problem.dim, min(method.shared_design, budget), seed)

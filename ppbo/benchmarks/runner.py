@@ -63,6 +63,17 @@ _UNIT_TOL = 1e-9
 # A regret below -_REGRET_RTOL * max(1, |optimum|) means the stated optimum is wrong.
 _REGRET_RTOL = 1e-8
 _REGRET_KINDS = ("regret_recommendation", "regret_best_observed")
+#: The per-evaluation lists of a run's record, one entry per evaluation.
+RECORD_FIELDS = (
+    "x",
+    "y",
+    "f",
+    "recommendation",
+    "f_recommendation",
+    *_REGRET_KINDS,
+    "suggest_seconds",
+    "recommend_seconds",
+)
 
 
 class Suggest(Protocol):
@@ -257,19 +268,7 @@ def run_one(
     root = jax.random.key(seed)
     U = np.empty((0, d))
     y = np.empty(0)
-    record: dict[str, list] = {
-        field: []
-        for field in (
-            "x",
-            "y",
-            "f",
-            "recommendation",
-            "f_recommendation",
-            *_REGRET_KINDS,
-            "suggest_seconds",
-            "recommend_seconds",
-        )
-    }
+    record: dict[str, list] = {field: [] for field in RECORD_FIELDS}
     best_f = math.inf if problem.direction == "minimize" else -math.inf
     for t in range(budget):
         key = jax.random.fold_in(root, t)
