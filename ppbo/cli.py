@@ -151,14 +151,6 @@ def _setup() -> None:
     enable_compilation_cache()
 
 
-def _problem_space(problem) -> Any:
-    import ppbo
-
-    return ppbo.Space(
-        {name: ppbo.Real(float(low), float(high)) for name, low, high in problem.space}
-    )
-
-
 def _regret(problem, value: float | None) -> float | None:
     if value is None or problem.optimum_value is None:
         return None
@@ -340,7 +332,7 @@ def _finish_run(opt, problem, storage_path: str, started: float) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     import ppbo
-    from ppbo.benchmarks import names
+    from ppbo.benchmarks import names, problem_space
     from ppbo.storage import open_storage
 
     if args.problem not in names():
@@ -364,7 +356,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     try:
         opt = ppbo.Optimizer(
-            _problem_space(problem),
+            problem_space(problem),
             surrogate=args.model,
             inference=_inference(args.inference, args.samples),
             acquisition=acquisition,
