@@ -447,7 +447,7 @@ def time_step(args: argparse.Namespace) -> dict[str, Any]:
     """Time one compiled PES step at n = 50, d = 6 with 16 hyperparameter samples."""
     import ppbo
     from ppbo.acquisition import pes
-    from ppbo.loop import standardize
+    from ppbo.campaign import standardize
     from ppbo.models import gp
 
     problem = benchmarks.get("hartmann6")

@@ -7,10 +7,7 @@ changes no JAX configuration: enable float64 with
 """
 
 from ppbo import acquisition, storage
-from ppbo.data import Dataset, bucket_capacity
-from ppbo.inference import MAP, NUTS, Fixed, Inference, Slice, fit
-from ppbo.linalg import CholeskyError
-from ppbo.loop import (
+from ppbo.campaign import (
     CampaignWarning,
     Optimizer,
     Recommended,
@@ -21,6 +18,9 @@ from ppbo.loop import (
     standardize,
     suggest,
 )
+from ppbo.data import Dataset, bucket_capacity
+from ppbo.inference import MAP, NUTS, Fixed, Inference, Slice, fit
+from ppbo.linalg import CholeskyError
 from ppbo.optimize import Recommendation, optimize_acquisition, recommend
 from ppbo.space import Categorical, Integer, Real, Space
 from ppbo.surrogate import Diagnostics, DiagnosticWarning, Posterior, Surrogate

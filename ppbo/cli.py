@@ -31,7 +31,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["main", "enable_compilation_cache", "cache_dir"]
 
@@ -176,28 +176,25 @@ def _build_problem(spec: dict):
 
 
 def _inference(name: str, samples: int | None):
-    import ppbo
+    from ppbo.campaign import registry
 
-    name = name.lower()
-    if name == "nuts":
-        n = samples or 256
-        return ppbo.NUTS(num_warmup=n, num_samples=n)
-    if name == "slice":
-        n = samples or 256
-        return ppbo.Slice(num_warmup=max(n // 2, 1), num_samples=n)
-    if name == "map":
-        return ppbo.MAP()
-    raise UsageError(f"--inference must be nuts, slice or map, got {name!r}")
+    try:
+        return registry.make_inference(name, samples)
+    except ValueError:
+        names = [k for k, entry in registry.INFERENCES.items() if entry.by_name]
+        raise UsageError(
+            f"--inference must be one of {', '.join(names)}, got {name!r}"
+        ) from None
 
 
 def _default_acquisition(model: str) -> str:
-    from ppbo.loop import _default_acquisition as default
-    from ppbo.loop import _resolve_surrogate
+    from ppbo.campaign import registry
 
     try:
-        return default(_resolve_surrogate(model)[0])
+        registry.resolve_surrogate(model)
     except ValueError as error:
         raise UsageError(f"--model: {error}") from None
+    return registry.DEFAULT_ACQUISITION
 
 
 def _free_name(storage, base: str) -> str:
@@ -213,6 +210,7 @@ def _campaign_loop(opt, problem, spec: dict, budget: int, seed: int, quiet: bool
     import numpy as np
     from tqdm.auto import tqdm
 
+    from ppbo.campaign.run import run
     from ppbo.storage import TrialState
 
     finished = len(opt.get_trials(TrialState.FINISHED))
@@ -224,34 +222,30 @@ def _campaign_loop(opt, problem, spec: dict, budget: int, seed: int, quiet: bool
         disable=quiet,
         dynamic_ncols=True,
     )
+    last = [time.perf_counter()]  # when the previous evaluation was reported
 
-    def evaluate(trial, ask_seconds=0.0):
-        start = time.perf_counter()
-        x = _point(problem, trial.params)
+    def objective(trial):
         rng = np.random.default_rng([seed, trial.number])
-        value = float(problem(x, rng))
-        trial = opt.tell(trial, value)
+        return float(problem(_point(problem, trial.params), rng))
+
+    def progress(opt, trial):
+        seconds = time.perf_counter() - last[0]  # ask and evaluation
         best = opt.best_trial
         regret = None
         if best is not None and problem.optimum_value is not None:
             regret = _regret(problem, problem.noise_free(_point(problem, best.params)))
-        diagnostics = len(trial.extra.get("diagnostics", ()))
         bar.set_postfix(
-            value=_format(value),
+            value=_format(trial.value),
             best=_format(None if best is None else best.value),
             regret=_format(regret),
-            s_per_step=f"{ask_seconds + time.perf_counter() - start:.2f}",
-            mcmc_warnings=diagnostics,
+            s_per_step=f"{seconds:.2f}",
+            mcmc_warnings=len(trial.extra.get("diagnostics", ())),
             refresh=False,
         )
         bar.update(1)
+        last[0] = time.perf_counter()
 
-    for trial in opt.get_trials(TrialState.RUNNING):  # left by an earlier process
-        evaluate(trial)
-    while len(opt.get_trials(TrialState.FINISHED)) < budget:
-        start = time.perf_counter()
-        trial = opt.ask()
-        evaluate(trial, time.perf_counter() - start)
+    run(opt, objective, budget, rerun_running=True, callback=progress)
     bar.close()
 
 
@@ -464,6 +458,7 @@ def _read_json(text: str, what: str) -> Any:
 
 def _create(args: argparse.Namespace) -> int:
     import ppbo
+    from ppbo.storage import DuplicateCampaignError
 
     _setup()
     description = _read_json(args.space, "--space")
@@ -485,6 +480,11 @@ def _create(args: argparse.Namespace) -> int:
             storage=args.storage,
             name=args.name,
         )
+    except DuplicateCampaignError:
+        raise UsageError(
+            f"NAME {args.name!r} already exists in {args.storage}; drive it with: "
+            f"ppbo ask {args.name} --storage {args.storage}"
+        ) from None
     except (ValueError, TypeError) as error:
         raise UsageError(str(error)) from None
     print(json.dumps({"name": args.name, "storage": args.storage}))
@@ -515,12 +515,13 @@ def _dimension(name: str, spec: Any):
 
 
 def _trial_json(trial) -> dict:
-    return {
+    out = {
         "trial": trial.number,
         "params": trial.params,
         "state": trial.state,
         "value": trial.value,
     }
+    return out if trial.task is None else out | {"task": trial.task}
 
 
 def _ask(args: argparse.Namespace) -> int:
@@ -530,7 +531,10 @@ def _ask(args: argparse.Namespace) -> int:
         return 0
     if args.n < 1:
         raise UsageError(f"--n must be >= 1, got {args.n}")
-    trials = opt.ask(args.n)
+    try:
+        trials = opt.ask(args.n, task=args.task)
+    except ValueError as error:
+        raise UsageError(f"--task: {error}") from None
     out = [_trial_json(t) for t in trials]
     print(json.dumps(out[0] if args.n == 1 else out))
     return 0
@@ -550,6 +554,10 @@ def _tell(args: argparse.Namespace) -> int:
                 "abandon": args.abandon,
             }
         ]
+    if args.task is not None:  # the task of every record without its own
+        records = [
+            {"task": args.task} | r if isinstance(r, dict) else r for r in records
+        ]
     results = []
     for record in records:
         if not isinstance(record, dict):
@@ -561,12 +569,15 @@ def _tell(args: argparse.Namespace) -> int:
             "abandon",
             "message",
             "params",
+            "task",
         }
         if unknown:
             raise UsageError(f"unknown field {sorted(unknown)[0]!r} in {record!r}")
         try:
             if record.get("trial") is None and "params" in record:
-                trial = opt.add(record["params"], record.get("value"))
+                trial = opt.add(
+                    record["params"], record.get("value"), task=record.get("task")
+                )
             elif record.get("trial") is None:
                 raise UsageError(f"a tell needs 'trial' (or 'params'), got {record!r}")
             elif record.get("abandon"):
@@ -579,12 +590,26 @@ def _tell(args: argparse.Namespace) -> int:
                 value = record.get("value")
                 if isinstance(value, str):
                     value = float(value)  # "nan", "inf" from shell scripts
-                trial = opt.tell(record["trial"], value, message=record.get("message"))
+                trial = opt.tell(
+                    record["trial"],
+                    value,
+                    message=record.get("message"),
+                    task=record.get("task"),
+                )
         except (KeyError, ValueError) as error:
             raise UsageError(str(error).strip("'\"")) from None
         results.append(_trial_json(trial))
     print(json.dumps(results[0] if len(results) == 1 else results))
     return 0
+
+
+def _model(text: str) -> Any:
+    if text.lstrip().startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as error:
+            raise argparse.ArgumentTypeError(f"not valid JSON: {error}") from None
+    return text
 
 
 def _storage_option(parser: argparse.ArgumentParser) -> None:
@@ -602,7 +627,11 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         help="log_ei (default), pes, ei, ucb, kg, thompson, mes, es",
     )
     parser.add_argument(
-        "--model", default="gp", help="gp or gp-<kernel> (matern52, rbf, ...)"
+        "--model",
+        default="gp",
+        type=_model,
+        help="gp, gp-<kernel> (matern52, rbf, ...), multitask_gp or a JSON spec "
+        '{"name": "multitask_gp", "num_tasks": 3}',
     )
     parser.add_argument(
         "--inference", default="map", help="map (default), nuts or slice"
@@ -616,6 +645,13 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit status 2), like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ppbo`` command.
 
@@ -623,7 +659,7 @@ def main(argv: list[str] | None = None) -> int:
         >>> # $ ppbo run branin --budget 30
         >>> # $ ppbo show branin-ei-seed0
     """
-    parser = argparse.ArgumentParser(prog="ppbo", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="ppbo", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run a campaign on a built-in benchmark")
@@ -666,6 +702,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="print the RUNNING trials (asked, not told) instead of asking",
     )
+    ask.add_argument(
+        "--task", type=int, default=None, help="task to ask for (multi-task models)"
+    )
     _storage_option(ask)
 
     tell = commands.add_parser("tell", help="record results; prints JSON")
@@ -674,6 +713,9 @@ def main(argv: list[str] | None = None) -> int:
     tell.add_argument("--value", type=float)
     tell.add_argument("--failed", action="store_true")
     tell.add_argument("--abandon", action="store_true")
+    tell.add_argument(
+        "--task", type=int, default=None, help="task of the told trials (multi-task)"
+    )
     tell.add_argument(
         "--json",
         default=None,
@@ -700,8 +742,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handlers[args.command](args)
     except UsageError as error:
-        print(f"ppbo {args.command}: error: {error}", file=sys.stderr)
-        return 2
+        message = str(error)
+    except (ValueError, KeyError, TypeError, OSError) as error:
+        message = str(error).strip("'\"")
+    except Exception as error:  # one line, never a traceback
+        from ppbo.storage import StorageError
+
+        message = str(error)
+        if not isinstance(error, StorageError):
+            message = f"{type(error).__name__}: {message}"
+    first, *_ = message.splitlines() or [""]
+    print(f"ppbo {args.command}: error: {first}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

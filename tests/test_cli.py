@@ -148,3 +148,111 @@ def test_ask_tell_with_json(cli, db):
 def test_bad_input_is_named(cli, db, args, stdin, message):
     error = cli(*args, "--storage", db, stdin=stdin, expect=2).stderr
     assert message in error
+
+
+def _one_line(stderr):
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_creating_an_existing_campaign_is_a_one_line_error(cli, tmp_path):
+    db = str(tmp_path / "c.db")
+    cli("create", "twice", "--space", SPACE, "--storage", db)
+    error = cli("create", "twice", "--space", SPACE, "--storage", db, expect=2)
+    line = _one_line(error.stderr)
+    assert line.startswith("ppbo create: error: NAME 'twice' already exists")
+    assert db in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show"],
+        ["show", "any"],
+        ["ask", "any"],
+        ["tell", "any", "--trial", "0", "--value", "1"],
+        ["resume", "any"],
+        ["create", "any", "--space", SPACE],
+        ["run", "branin", "--budget", "3"],
+    ],
+)
+def test_a_file_that_is_not_a_ppbo_database_is_named(cli, tmp_path, args):
+    text = tmp_path / "notes.txt"
+    text.write_text("these are my lab notes, not a database\n" * 200)
+    error = cli(*args, "--storage", str(text), expect=2)
+    line = _one_line(error.stderr)
+    assert f"storage {str(text)!r} is not a ppbo database" in line
+    assert line.startswith(f"ppbo {args[0]}: error:")
+    assert "notes" in text.read_text()  # left as it was
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["ask"], "the following arguments are required: name"),
+        (["ask", "any", "--n", "two"], "argument --n: invalid int value: 'two'"),
+        (["create", "m", "--space", SPACE, "--model", "{bad"], "not valid JSON"),
+    ],
+)
+def test_command_line_syntax_errors_are_one_line(cli, tmp_path, args, message):
+    error = cli(*args, "--storage", str(tmp_path / "x.db"), expect=2)
+    assert message in _one_line(error.stderr)
+
+
+def test_multi_task_ask_and_tell(cli, tmp_path):
+    db = str(tmp_path / "mt.db")
+    model = '{"name": "multitask_gp", "num_tasks": 2}'
+    cli(
+        "create",
+        "mt",
+        "--space",
+        '{"x": {"type": "real", "low": 0, "high": 1}}',
+        "--model",
+        model,
+        "--n-initial",
+        "0",
+        "--storage",
+        db,
+    )
+    points = [(0.1, 0, 0.5), (0.6, 0, 0.1), (0.9, 0, 0.7), (0.3, 1, 0.2), (0.8, 1, 0.4)]
+    for x, task, value in points:
+        record = json.dumps({"params": {"x": x}, "value": value, "task": task})
+        told = json.loads(cli("tell", "mt", "--json", record, "--storage", db).stdout)
+        assert told["task"] == task
+    asked = json.loads(cli("ask", "mt", "--task", "1", "--storage", db).stdout)
+    assert asked["task"] == 1
+    error = cli(
+        "tell",
+        "mt",
+        "--trial",
+        str(asked["trial"]),
+        "--value",
+        "0.3",
+        "--task",
+        "0",
+        "--storage",
+        db,
+        expect=2,
+    ).stderr
+    # (after the warning about the RUNNING trial)
+    assert "Traceback" not in error
+    assert error.splitlines()[-1] == (
+        "ppbo tell: error: trial 5 was asked for task 1, told task=0"
+    )
+    told = cli(
+        "tell",
+        "mt",
+        "--trial",
+        str(asked["trial"]),
+        "--value",
+        "0.3",
+        "--task",
+        "1",
+        "--storage",
+        db,
+    ).stdout
+    assert json.loads(told)["state"] == "COMPLETE"
+    error = cli("ask", "mt", "--task", "5", "--storage", db, expect=2).stderr
+    assert "--task: task must be an integer in [0, 2), got 5" in _one_line(error)

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import ppbo
+import ppbo.campaign.registry
+import ppbo.campaign.step
 from ppbo import CampaignWarning, Integer, Optimizer, Real, Space
 from ppbo.optimize import optimize_acquisition
 from ppbo.storage import DuplicateCampaignError, SQLiteStorage
@@ -314,7 +316,7 @@ def test_pes_is_averaged_over_a_thinned_posterior(monkeypatch):
         seen.append((acquisition.name, posterior.num_samples))
         return optimize_acquisition(acquisition, posterior, key, **kwargs)
 
-    monkeypatch.setattr(ppbo.loop, "optimize_acquisition", spy)
+    monkeypatch.setattr(ppbo.campaign.step, "optimize_acquisition", spy)
     nuts = ppbo.NUTS(num_warmup=16, num_samples=32)
     cases = [
         (nuts, 4, 4),
@@ -334,7 +336,7 @@ def test_pes_is_averaged_over_a_thinned_posterior(monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(ppbo.loop._acquisitions()))
+@pytest.mark.parametrize("name", ppbo.campaign.registry.acquisition_names())
 def test_every_named_acquisition_drives_a_campaign(name):
     opt = _optimizer(acquisition=name, n_initial=3)
     for trial in opt.ask(3):

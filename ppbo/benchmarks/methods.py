@@ -20,7 +20,6 @@ hyperparameters fixed at a point estimate instead of marginalised
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,31 +27,22 @@ from typing import Any
 import jax
 import numpy as np
 
-from ppbo import acquisition as acquisitions
 from ppbo.acquisition.pes import pes_nb_posterior
 from ppbo.benchmarks.problems import Problem
 from ppbo.benchmarks.runner import Method
-from ppbo.data import Dataset
-from ppbo.inference import MAP, NUTS, Fixed, Slice, fit
-from ppbo.loop import standardize
-from ppbo.optimize import optimize_acquisition, recommend
+from ppbo.campaign import registry
+from ppbo.campaign.step import step
+from ppbo.campaign.transforms import model_data
+from ppbo.inference import Fixed, fit
+from ppbo.optimize import recommend
 from ppbo.surrogate import Posterior
 
 __all__ = ["BayesOpt", "bayes_opt"]
 
-_INFERENCES = ("nuts", "slice", "map", "fixed")
+_INFERENCES = tuple(registry.INFERENCES)
 _POINT_ESTIMATES = ("mean", "log_mean")
 # Positive sites (models/gp.py) whose log-space mean is their geometric mean.
 _POSITIVE_SITES = ("lengthscale", "outputscale", "noise")
-
-
-@functools.cache
-def _surrogate(kernel: str, mean: str):
-    # One surrogate object per (kernel, mean) and process: compiled fits and
-    # acquisitions are cached per surrogate, so every run of a sweep reuses them.
-    from ppbo.models import gp
-
-    return gp.surrogate(kernel=kernel, mean=mean)
 
 
 @dataclass(frozen=True)
@@ -151,9 +141,7 @@ class BayesOpt:
         params: Mapping[str, Any] | None = None,
         standardize: bool = True,
     ) -> None:
-        if not isinstance(
-            getattr(acquisitions, acquisition, None), acquisitions.Acquisition
-        ):
+        if acquisition not in registry.ACQUISITIONS:
             raise ValueError(f"unknown acquisition {acquisition!r}")
         if inference not in _INFERENCES:
             raise ValueError(
@@ -210,21 +198,39 @@ class BayesOpt:
         self._cache = {}
 
     def _surrogate(self):
-        return _surrogate(self.config.kernel, self.config.mean)
+        # one surrogate object per configuration and process (the registry's):
+        # compiled fits and acquisitions are cached per surrogate object
+        spec = {"name": "gp", "kernel": self.config.kernel, "mean": self.config.mean}
+        return registry.resolve_surrogate(spec)[0]
 
     def _inference(self):
         c = self.config
-        if c.inference == "nuts":
-            return NUTS(
-                num_warmup=c.num_warmup, num_samples=c.num_samples, thinning=c.thinning
-            )
-        if c.inference == "slice":
-            return Slice(
-                num_warmup=c.num_warmup, num_samples=c.num_samples, thinning=c.thinning
-            )
         if c.inference == "fixed":
             return Fixed({name: np.asarray(value) for name, value in c.params})
-        return MAP()
+        if c.inference == "map":
+            return registry.make_inference("map")
+        return registry.make_inference(
+            c.inference,
+            num_warmup=c.num_warmup,
+            num_samples=c.num_samples,
+            thinning=c.thinning,
+        )
+
+    def _data(self, problem: Problem, X: np.ndarray, y: np.ndarray):
+        maximize = problem.direction == "maximize"
+        data, _ = model_data(X, y, maximize, scale=self.config.standardize)
+        return data
+
+    def _fitted(self, X: np.ndarray, y: np.ndarray) -> Posterior | None:
+        """The full posterior fitted to exactly these data, if cached."""
+        last = self._cache.get("last")
+        if last is not None and last[0] == _fingerprint(X, y):
+            return last[1]
+        return None
+
+    def _store(self, X: np.ndarray, y: np.ndarray, full: Posterior) -> None:
+        self._cache["full"] = full
+        self._cache["last"] = (_fingerprint(X, y), full, None)
 
     def posterior(self, key: jax.Array, problem: Problem, X: np.ndarray, y: np.ndarray):
         """The posterior given the evaluations so far (cached for the same data).
@@ -232,44 +238,55 @@ class BayesOpt:
         With ``point_estimate`` this is the one-sample posterior at the point
         estimate; the next fit is still warm-started from the full MCMC posterior.
         """
-        fingerprint = (np.asarray(X).tobytes(), np.asarray(y).tobytes())
-        last = self._cache.get("last")
-        if last is not None and last[0] == fingerprint:
-            return last[1]
-        maximize = problem.direction == "maximize"
-        if self.config.standardize:
-            outputs = standardize(y, maximize=maximize)
-        else:
-            outputs = np.asarray(y, dtype=np.float64) * (1.0 if maximize else -1.0)
-        data = Dataset(np.asarray(X, dtype=np.float64), outputs)
-        init = self._cache.get("full")
-        full = fit(self._surrogate(), data, self._inference(), key, init=init)
-        posterior = _point_estimate(full, self.config.point_estimate)
-        self._cache["full"] = full
-        self._cache["last"] = (fingerprint, posterior)
-        return posterior
+        full = self._fitted(X, y)
+        if full is None:
+            data = self._data(problem, X, y)
+            init = self._cache.get("full")
+            full = fit(self._surrogate(), data, self._inference(), key, init=init)
+            self._store(X, y, full)
+        fingerprint, _, point = self._cache["last"]
+        if point is None:
+            point = _point_estimate(full, self.config.point_estimate)
+            self._cache["last"] = (fingerprint, full, point)
+        return point
 
     def suggest(
         self, key: jax.Array, problem: Problem, X: np.ndarray, y: np.ndarray
     ) -> np.ndarray:
-        """Maximise the acquisition; returns a point (d,) in the unit cube."""
+        """Maximise the acquisition (:func:`ppbo.campaign.step`); returns a point
+        (d,) in the unit cube.
+
+        The same key and data give the point :meth:`ppbo.Optimizer.ask` suggests
+        with the same components (both call the one step).
+        """
         c = self.config
-        key_fit, key_opt = jax.random.split(key)
-        posterior = self.posterior(key_fit, problem, X, y)
-        acquisition = getattr(acquisitions, c.acquisition)
-        num = c.acquisition_samples or acquisition.num_samples
-        if num is not None:  # as the campaign layer does; a smaller one repeats
-            posterior = posterior.thin(num)
-        X_next, _ = optimize_acquisition(
-            acquisition,
-            posterior,
-            key_opt,
-            num_raw=c.num_raw,
-            num_restarts=c.num_restarts,
-            max_iterations=c.max_iterations,
-            **dict(c.acquisition_options),
+        fitted = self._fitted(X, y)
+        if fitted is not None:  # the point estimate of the cached fit, once
+            fitted = self.posterior(key, problem, X, y)
+        result = step(
+            key,
+            self._surrogate(),
+            self._inference(),
+            registry.resolve_acquisition(c.acquisition)[0],
+            self._data(problem, X, y),
+            init=self._cache.get("full"),
+            acquisition_samples=c.acquisition_samples,
+            acquisition_options=dict(c.acquisition_options),
+            optimizer_options={
+                "num_raw": c.num_raw,
+                "num_restarts": c.num_restarts,
+                "max_iterations": c.max_iterations,
+            },
+            fitted=fitted,
+            transform=(
+                None
+                if fitted is not None
+                else lambda full: _point_estimate(full, c.point_estimate)
+            ),
         )
-        return X_next[0]
+        if fitted is None:
+            self._store(X, y, result.posterior)
+        return result.X[0]
 
     def recommend(
         self, key: jax.Array, problem: Problem, X: np.ndarray, y: np.ndarray
@@ -283,6 +300,10 @@ class BayesOpt:
             num_raw=self.config.num_raw,
             num_restarts=self.config.num_restarts,
         ).x_mean
+
+
+def _fingerprint(X: np.ndarray, y: np.ndarray) -> tuple[bytes, bytes]:
+    return (np.asarray(X).tobytes(), np.asarray(y).tobytes())
 
 
 def _point_estimate(posterior: Posterior, kind: str | None) -> Posterior:

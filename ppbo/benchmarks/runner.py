@@ -39,7 +39,6 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 import scipy
-from scipy.stats import qmc
 
 from ppbo.benchmarks.problems import Problem, get, options
 
@@ -186,8 +185,9 @@ def initial_design(d: int, n: int, seed: int) -> np.ndarray:
         >>> np.sort(np.floor(3 * U), axis=0).tolist()
         [[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]
     """
-    rng = np.random.default_rng([_DESIGN_STREAM, int(seed)])
-    return qmc.LatinHypercube(d, rng=rng).random(n)
+    from ppbo.campaign.designs import initial_design as design
+
+    return design("lhs", n, d, [_DESIGN_STREAM, int(seed)])
 
 
 def run_one(

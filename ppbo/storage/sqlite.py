@@ -107,6 +107,9 @@ class SQLiteStorage(Storage):
             ``":memory:"`` for a private in-memory database (one process).
         timeout: seconds to wait for another process's write lock.
 
+    Raises:
+        StorageError: if ``path`` is not an SQLite database (e.g. a text file).
+
     Example:
         >>> storage = SQLiteStorage(":memory:")
         >>> campaign = storage.create_campaign("demo", {"seed": 0})
@@ -122,18 +125,26 @@ class SQLiteStorage(Storage):
         self._timeout = float(timeout)
         self._lock = threading.RLock()
         self._ask_lock = threading.Lock()
-        self._conn = sqlite3.connect(
-            self.path,
-            timeout=self._timeout,
-            isolation_level=None,  # explicit transactions below
-            check_same_thread=False,
-        )
-        with self._lock:
-            self._conn.execute("PRAGMA foreign_keys = ON")
-            if not self._memory:
-                self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = FULL")
-            self._init_schema()
+        conn = None
+        try:
+            conn = self._conn = sqlite3.connect(
+                self.path,
+                timeout=self._timeout,
+                isolation_level=None,  # explicit transactions below
+                check_same_thread=False,
+            )
+            with self._lock:
+                self._conn.execute("PRAGMA foreign_keys = ON")
+                if not self._memory:
+                    self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = FULL")
+                self._init_schema()
+        except sqlite3.DatabaseError as error:
+            if conn is not None:
+                conn.close()
+            raise StorageError(
+                f"storage {self.path!r} is not a ppbo database ({error})"
+            ) from None
 
     def __repr__(self) -> str:
         return f"SQLiteStorage({self.path!r})"

@@ -109,7 +109,7 @@ def test_point_estimate_is_the_posterior_mean_of_the_samples():
 def test_acquisition_averages_over_the_thinned_samples(
     monkeypatch, acquisition, given, expected
 ):
-    import ppbo.benchmarks.methods as methods
+    from ppbo.campaign import step as methods
 
     seen = {}
 
@@ -179,8 +179,8 @@ def test_new_options_pickle_and_are_checked():
 def test_a_one_sample_posterior_is_repeated_so_pes_draws_several_maximizers(
     monkeypatch,
 ):
-    import ppbo.benchmarks.methods as methods
     from ppbo.acquisition.pes import sample_maximizers
+    from ppbo.campaign import step as methods
 
     seen = {}
 

@@ -1,0 +1,134 @@
+"""Storage glue of a campaign: configurations as JSON, posteriors as arrays.
+
+A campaign's configuration is stored as JSON (the component specs of
+:mod:`ppbo.campaign.registry`), each model-based ask's posterior as named arrays
+(:func:`ppbo.storage.encode_arrays`; samples, sampler state and data), never as
+pickle, so that a reloaded campaign warm-starts its next fit exactly as an
+uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ppbo.data import Dataset
+from ppbo.surrogate import Posterior, Surrogate
+
+__all__ = ["encode_posterior", "decode_posterior", "json_ready", "check_compatible"]
+
+
+def _is_array_tree(tree: Any) -> bool:
+    if not isinstance(tree, Mapping):
+        return False
+    return all(
+        isinstance(v, jax.Array | np.ndarray)
+        or (isinstance(v, Mapping) and _is_array_tree(v))
+        for v in tree.values()
+    )
+
+
+def encode_posterior(posterior: Posterior) -> bytes:
+    """A posterior's samples, sampler state and data as stored bytes.
+
+    Example:
+        >>> decode_posterior(encode_posterior(posterior),
+        ...                  posterior.surrogate).num_samples
+        1
+    """
+    from ppbo.storage import encode_arrays
+
+    state = posterior.state if _is_array_tree(posterior.state) else {}
+    X, y, task = posterior.data.unpadded()
+    data = {"X": X, "y": y, "task": task, "capacity": np.array(posterior.data.capacity)}
+    return encode_arrays(
+        {
+            "samples": {k: np.asarray(v) for k, v in posterior.samples.items()},
+            "sample_stats": {
+                k: np.asarray(v) for k, v in posterior.sample_stats.items()
+            },
+            "state": jax.tree.map(np.asarray, state),
+            "data": data,
+            "meta": {
+                "num_chains": np.array(posterior.num_chains),
+                "method": np.array(posterior.method),
+            },
+        }
+    )
+
+
+def decode_posterior(blob: bytes, surrogate: Surrogate) -> Posterior:
+    """The posterior stored by :func:`encode_posterior`, for ``surrogate``.
+
+    Example:
+        >>> blob = encode_posterior(posterior)
+        >>> decode_posterior(blob, posterior.surrogate).data.n
+        8
+    """
+    from ppbo.inference._mcmc import prepare_cache
+    from ppbo.storage import decode_arrays
+
+    arrays = decode_arrays(blob)
+    stored = arrays["data"]
+    task = stored.get("task")
+    data = Dataset(
+        stored["X"],
+        stored["y"],
+        task=None if task is None else np.asarray(task),
+        capacity=int(stored["capacity"]),
+    )
+    samples = {k: jnp.asarray(v) for k, v in arrays["samples"].items()}
+    state = jax.tree.map(jnp.asarray, arrays.get("state") or {}) or None
+    return Posterior(
+        surrogate,
+        samples,
+        data,
+        cache=prepare_cache(surrogate, samples, data),
+        sample_stats={
+            k: jnp.asarray(v) for k, v in arrays.get("sample_stats", {}).items()
+        },
+        state=state,
+        num_chains=int(arrays["meta"]["num_chains"]),
+        method=str(arrays["meta"]["method"]),
+    )
+
+
+def json_ready(field: str, value: Mapping[str, Any] | None) -> dict:
+    """``value`` as a dict if it is JSON-ready, else a ValueError naming ``field``.
+
+    Example:
+        >>> json_ready("metadata", {"owner": "lab"})
+        {'owner': 'lab'}
+    """
+    from ppbo.storage.base import dumps
+
+    value = dict(value or {})
+    try:
+        dumps(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"{field} must be JSON-ready (numbers, strings): {error}"
+        ) from None
+    return value
+
+
+def check_compatible(stored: Mapping[str, Any], given: Mapping[str, Any]) -> None:
+    """Refuse to load a campaign whose space or direction differ from the given.
+
+    Example:
+        >>> check_compatible({"space": [], "direction": "minimize"},
+        ...                  {"space": [], "direction": "maximize"})
+        Traceback (most recent call last):
+        ...
+        ValueError: campaign exists with a different direction: ...
+    """
+    for field in ("space", "direction"):
+        if stored[field] != given[field]:
+            raise ValueError(
+                f"campaign exists with a different {field}: stored {stored[field]!r}, "
+                f"given {given[field]!r}"
+            )

@@ -1,0 +1,255 @@
+"""Names of surrogates, inferences and acquisitions, and their JSON specs.
+
+One table from names to components, used by :class:`ppbo.Optimizer` (and so
+:func:`ppbo.minimize`), the ``ppbo`` command, the storage codec of campaign
+configurations and the benchmark methods. Adding an acquisition or a surrogate is
+one entry in :data:`ACQUISITIONS` or :data:`SURROGATES`; the defaults of the named
+inferences (e.g. the slice sampler's warm-up) live in :data:`INFERENCES` only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ppbo.acquisition.base import Acquisition
+from ppbo.surrogate import Surrogate
+
+__all__ = [
+    "DEFAULT_ACQUISITION",
+    "DEFAULT_INFERENCE",
+    "ACQUISITIONS",
+    "INFERENCES",
+    "SURROGATES",
+    "acquisition_names",
+    "make_inference",
+    "resolve_surrogate",
+    "resolve_inference",
+    "resolve_acquisition",
+]
+
+#: Acquisition used when none is given: log-EI, the acquisition with the best
+#: measured regret of the best evaluated point (benchmarks/README.md); it needs only
+#: the surrogate's predictive mean and variance, so it applies to every surrogate.
+DEFAULT_ACQUISITION = "log_ei"
+#: Inference used when none is given: MAP hyperparameters, which found better best
+#: values than NUTS at 30 evaluations on three of the six problems of
+#: benchmarks/README.md and worse on one, at a fraction of the time per step (the
+#: fully Bayesian GP explores more); NUTS is ``inference="nuts"``.
+DEFAULT_INFERENCE = "MAP"
+
+#: Acquisition name -> attribute of :mod:`ppbo.acquisition`.
+ACQUISITIONS = ("pes", "es", "ei", "log_ei", "pi", "ucb", "kg", "thompson", "mes")
+
+
+def _gp(kernel: str = "matern52", mean: str = "constant") -> Surrogate:
+    from ppbo.models import gp
+
+    return gp.surrogate(kernel=kernel, mean=mean)
+
+
+def _multitask_gp(num_tasks: int = 2, kernel: str = "matern52") -> Surrogate:
+    from ppbo.models import multitask_gp
+
+    return multitask_gp.surrogate(num_tasks=int(num_tasks), kernel=kernel)
+
+
+#: Surrogate name -> (builder, default options). ``"gp-<kernel>"`` is the GP with
+#: that kernel.
+SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
+    "gp": (_gp, {"kernel": "matern52", "mean": "constant"}),
+    "multitask_gp": (_multitask_gp, {"num_tasks": 2, "kernel": "matern52"}),
+}
+
+
+def _mcmc_counts(warmup_fraction: float) -> Callable[[int | None], dict]:
+    def counts(samples: int | None) -> dict:
+        if samples is None:
+            return {}
+        return {
+            "num_warmup": max(int(samples * warmup_fraction), 1),
+            "num_samples": int(samples),
+        }
+
+    return counts
+
+
+@dataclasses.dataclass(frozen=True)
+class _InferenceEntry:
+    cls_name: str
+    counts: Callable[[int | None], dict]
+    by_name: bool = True
+
+    @property
+    def cls(self) -> type:
+        from ppbo import inference
+
+        return getattr(inference, self.cls_name)
+
+
+#: Inference name (lower case) -> class and the warm-up/sample counts for a given
+#: number of samples (the ``ppbo`` command's ``--samples``). The slice sampler
+#: needs half as much warm-up as NUTS (its own default: 128 of 256).
+INFERENCES: dict[str, _InferenceEntry] = {
+    "map": _InferenceEntry("MAP", lambda samples: {}),
+    "nuts": _InferenceEntry("NUTS", _mcmc_counts(1.0)),
+    "slice": _InferenceEntry("Slice", _mcmc_counts(0.5)),
+    "fixed": _InferenceEntry("Fixed", lambda samples: {}, by_name=False),
+}
+
+
+def acquisition_names() -> list[str]:
+    """The names :func:`resolve_acquisition` accepts.
+
+    Example:
+        >>> "log_ei" in acquisition_names()
+        True
+    """
+    return sorted(ACQUISITIONS)
+
+
+def make_inference(name: str, samples: int | None = None, **options: Any) -> Any:
+    """The named inference with the table's defaults.
+
+    Args:
+        name: ``"map"``, ``"nuts"`` or ``"slice"`` (any case).
+        samples: number of MCMC samples; the warm-up follows from the table.
+        **options: further fields of the inference class (override the counts).
+
+    Raises:
+        ValueError: for an unknown name.
+
+    Example:
+        >>> make_inference("slice", 64)
+        Slice(num_warmup=32, num_samples=64, ...)
+    """
+    entry = INFERENCES.get(str(name).lower())
+    if entry is None or not entry.by_name:
+        names = ", ".join(repr(k) for k, e in INFERENCES.items() if e.by_name)
+        raise ValueError(
+            f"inference must be one of {names} or an inference object, got {name!r}"
+        )
+    return entry.cls(**(entry.counts(samples) | options))
+
+
+@functools.cache
+def _build_surrogate(name: str, options: tuple) -> Surrogate:
+    # one object per configuration and process: compiled fits and acquisitions are
+    # cached per surrogate object, so campaigns in one process share them
+    builder, _ = SURROGATES[name]
+    return builder(**dict(options))
+
+
+def resolve_surrogate(surrogate: Any) -> tuple[Surrogate, dict]:
+    """A surrogate and its JSON spec from a name, a spec or a :class:`Surrogate`.
+
+    Args:
+        surrogate: None (``"gp"``), ``"gp"``, ``"gp-<kernel>"``,
+            ``"multitask_gp"``, a spec ``{"name": "gp", "kernel": ...}``, or a
+            :class:`ppbo.Surrogate` (spec ``{"name": "custom"}``).
+
+    Raises:
+        ValueError: for an unknown name or option.
+
+    Example:
+        >>> resolve_surrogate("gp-rbf")[1]
+        {'name': 'gp', 'kernel': 'rbf', 'mean': 'constant'}
+    """
+    if surrogate is None:
+        surrogate = "gp"
+    if isinstance(surrogate, Surrogate):
+        return surrogate, {"name": "custom", "repr": surrogate.name}
+    if isinstance(surrogate, str):
+        name, _, kernel = surrogate.partition("-")
+        surrogate = {"name": name} | ({"kernel": kernel} if kernel else {})
+    if not isinstance(surrogate, Mapping) or surrogate.get("name") not in SURROGATES:
+        raise ValueError(
+            f"surrogate must be a ppbo.Surrogate or one of {sorted(SURROGATES)} "
+            f"(e.g. 'gp-matern52', 'gp-rbf'), got {surrogate!r}"
+        )
+    spec = dict(surrogate)
+    name = spec.pop("name")
+    defaults = SURROGATES[name][1]
+    unknown = set(spec) - set(defaults)
+    if unknown:
+        raise ValueError(
+            f"surrogate {name!r} has no option {sorted(unknown)[0]!r}; its options "
+            f"are {sorted(defaults)}"
+        )
+    options = defaults | spec
+    try:
+        built = _build_surrogate(name, tuple(sorted(options.items())))
+    except (TypeError, KeyError) as error:
+        raise ValueError(f"surrogate {surrogate!r}: {error}") from None
+    return built, {"name": name} | options
+
+
+def resolve_inference(inference: Any) -> tuple[Any, dict]:
+    """An inference object and its JSON spec from a name, a spec or an object.
+
+    Example:
+        >>> resolve_inference("nuts")[1]["name"]
+        'NUTS'
+    """
+    if inference is None:
+        inference = DEFAULT_INFERENCE
+    if isinstance(inference, str):
+        inference = make_inference(inference)
+    if isinstance(inference, Mapping):
+        spec = dict(inference)
+        by_class = {e.cls_name: e for e in INFERENCES.values()}
+        if spec.get("name") not in by_class:
+            raise ValueError(f"unknown inference spec {spec!r}")
+        inference = by_class[spec["name"]].cls(**spec.get("options", {}))
+    for entry in INFERENCES.values():
+        if type(inference) is entry.cls:
+            return inference, {"name": entry.cls_name, "options": _options(inference)}
+    if not callable(getattr(inference, "fit", None)):
+        raise ValueError(
+            f"inference must be ppbo.NUTS/Slice/MAP/Fixed or have a fit(key, "
+            f"surrogate, data) method, got {inference!r}"
+        )
+    return inference, {"name": "custom", "repr": repr(inference)}
+
+
+def _options(inference: Any) -> dict:
+    options = {
+        f.name: getattr(inference, f.name) for f in dataclasses.fields(inference)
+    }
+    if "params" in options:  # Fixed: arrays as JSON lists
+        options["params"] = {
+            k: np.asarray(v, dtype=np.float64).tolist()
+            for k, v in options["params"].items()
+        }
+    return options
+
+
+def resolve_acquisition(acquisition: Any) -> tuple[Acquisition, dict]:
+    """An acquisition and its JSON spec from a name or an :class:`Acquisition`.
+
+    Example:
+        >>> resolve_acquisition(None)[1]
+        {'name': 'log_ei'}
+    """
+    from ppbo import acquisition as module
+
+    if acquisition is None:
+        acquisition = DEFAULT_ACQUISITION
+    if isinstance(acquisition, str):
+        if acquisition not in ACQUISITIONS:
+            raise ValueError(
+                f"acquisition must be one of {acquisition_names()} or an "
+                f"Acquisition, got {acquisition!r}"
+            )
+        return getattr(module, acquisition), {"name": acquisition}
+    if isinstance(acquisition, Acquisition):
+        if getattr(module, acquisition.name, None) is acquisition:
+            return acquisition, {"name": acquisition.name}
+        return acquisition, {"name": "custom", "repr": acquisition.name}
+    raise ValueError(
+        f"acquisition must be an Acquisition or a name, got {acquisition!r}"
+    )

@@ -1,0 +1,233 @@
+"""The Bayesian-optimisation step: fit the surrogate, maximise the acquisition.
+
+:func:`step` is the one BO step of ppbo. Every driver calls it: the ask/tell
+:class:`ppbo.Optimizer` (and so :func:`ppbo.minimize`, :func:`ppbo.maximize` and
+the ``ppbo`` command), the functional :func:`ppbo.suggest`, and the benchmark
+methods of :mod:`ppbo.benchmarks`. It works in model space only: inputs in the
+unit cube, outputs standardised and to be maximised. Points under evaluation are
+handled as pending points (the Kriging believer of Ginsbourger, Le Riche and
+Carraro 2010, "Kriging is well-suited to parallelize optimization").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from ppbo import acquisition as _acquisition_module
+from ppbo.acquisition.base import Acquisition
+from ppbo.data import Dataset
+from ppbo.inference import fit
+from ppbo.optimize import optimize_acquisition
+from ppbo.surrogate import Posterior, Surrogate
+
+__all__ = ["Step", "step", "Suggestion", "suggest"]
+
+
+class Step(NamedTuple):
+    """The result of :func:`step`.
+
+    Attributes:
+        X: suggested points in the unit cube, shape (q, d).
+        values: their acquisition values, shape (q,).
+        posterior: the fitted posterior (before thinning or ``transform``); pass
+            it as ``init`` to the next step for a warm start.
+    """
+
+    X: np.ndarray
+    values: np.ndarray
+    posterior: Posterior
+
+
+def step(
+    key: jax.Array,
+    surrogate: Surrogate,
+    inference: Any,
+    acquisition: Acquisition,
+    data: Dataset,
+    *,
+    pending: Any = None,
+    init: Posterior | None = None,
+    q: int = 1,
+    acquisition_samples: int | None = None,
+    acquisition_options: Mapping[str, Any] | None = None,
+    optimizer_options: Mapping[str, Any] | None = None,
+    fitted: Posterior | None = None,
+    transform: Callable[[Posterior], Posterior] | None = None,
+    snap: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> Step:
+    """Fit the surrogate to ``data`` and maximise the marginalised acquisition.
+
+    ``key`` is split into one key for the fit and one for the acquisition
+    optimiser. The acquisition averages over ``acquisition_samples`` evenly
+    spaced posterior samples (default: the acquisition's own ``num_samples``,
+    e.g. 16 for PES; all samples when it has none); a posterior with fewer
+    samples is repeated (:meth:`ppbo.Posterior.thin`). GP-UCB without ``beta``
+    or ``t`` gets the round ``t = n`` of the Srinivas et al. (2010) schedule.
+
+    Args:
+        key: PRNG key.
+        surrogate: e.g. ``ppbo.models.gp.surrogate()``.
+        inference: ``ppbo.MAP()``, ``ppbo.NUTS(...)``, ``ppbo.Slice(...)`` ...
+        acquisition: e.g. ``ppbo.acquisition.log_ei``.
+        data: observations in model space (unit cube, standardised, maximise).
+        pending: points under evaluation, shape (k, d), or None.
+        init: the previous step's posterior, to warm-start the fit.
+        q: number of points to suggest.
+        acquisition_samples: see above.
+        acquisition_options: static options of the acquisition.
+        optimizer_options: passed to :func:`ppbo.optimize_acquisition`
+            (``num_raw``, ``num_restarts``, ``max_iterations`` ...).
+        fitted: a posterior already fitted to ``data``; skips the fit (its key
+            is still split off, so the optimiser's key does not change).
+        transform: applied to the fitted posterior before the acquisition
+            (e.g. a point estimate of the hyperparameters); the returned
+            posterior is the untransformed one.
+        snap: for spaces with integer or categorical parameters, maps unit
+            points (m, d) to the unit images of the points that will be run.
+            Each suggested point is then the best snapped point, by the
+            acquisition evaluated AT the snapped points: the snapped optimum and
+            the snapped raw candidates are re-scored (the earlier points of a
+            batch and ``pending`` conditioned on, as in the optimiser).
+
+    Returns:
+        A :class:`Step`.
+
+    Example:
+        >>> result = step(
+        ...     key, posterior.surrogate, ppbo.MAP(), ppbo.acquisition.ei, data,
+        ...     optimizer_options={"num_raw": 64},
+        ... )
+        >>> result.X.shape
+        (1, 2)
+    """
+    key_fit, key_opt = jax.random.split(key)
+    posterior = fitted
+    if posterior is None:
+        posterior = fit(surrogate, data, inference, key_fit, init=init)
+    scored = posterior if transform is None else transform(posterior)
+    num = acquisition_samples or acquisition.num_samples
+    if num:
+        scored = scored.thin(num)
+    options = dict(acquisition_options or {})
+    if acquisition is _acquisition_module.ucb and not {"beta", "t"} & set(options):
+        # GP-UCB's schedule (Srinivas et al. 2010, Theorem 2) needs the round t:
+        # the number of observations the model conditions on
+        options["t"] = float(data.n)
+    if pending is not None and len(pending) == 0:
+        pending = None
+    pending = None if pending is None else np.asarray(pending, dtype=np.float64)
+    optimizer_options = dict(optimizer_options or {})
+    X, values = optimize_acquisition(
+        acquisition,
+        scored,
+        key_opt,
+        q=q,
+        pending=pending,
+        **optimizer_options,
+        **options,
+    )
+    if snap is not None:
+        num_raw = int(optimizer_options.get("num_raw", 512))
+        X, values = _snapped(
+            acquisition, scored, key_opt, X, pending, snap, num_raw, options
+        )
+    return Step(X=X, values=values, posterior=posterior)
+
+
+def _snapped(acquisition, posterior, key, X, pending, snap, num_raw, options):
+    """The best snapped point for each row of ``X``, by the snapped value."""
+    from ppbo.acquisition import evaluate
+    from ppbo.optimize import condition_on_pending, raw_candidates
+
+    d = posterior.data.dim
+    busy = np.zeros((0, d)) if pending is None else pending
+    chosen, values = [], []
+    for x, key_i in zip(X, jax.random.split(key, len(X)), strict=True):
+        current = condition_on_pending(posterior, busy) if len(busy) else posterior
+        raw = raw_candidates(key_i, d, num_raw)
+        candidates = np.unique(snap(np.vstack([x[None], raw])), axis=0)
+        # padded to a fixed count (repeats of the first) so that the evaluation
+        # compiles once per campaign
+        fill = np.repeat(candidates[:1], num_raw + 1 - len(candidates), axis=0)
+        candidates = np.vstack([candidates, fill])
+        extra = {"key": key_i} if acquisition.stochastic else {}
+        scores = np.asarray(
+            evaluate(acquisition, current, candidates, **options, **extra)
+        )
+        best = int(np.argmax(np.where(np.isnan(scores), -np.inf, scores)))
+        chosen.append(candidates[best])
+        values.append(scores[best])
+        busy = np.vstack([busy, candidates[best][None]])
+    return np.stack(chosen), np.asarray(values)
+
+
+class Suggestion(NamedTuple):
+    """The result of :func:`suggest`.
+
+    Attributes:
+        X: suggested points in the unit cube, shape (q, d).
+        values: their acquisition values, shape (q,).
+        posterior: the posterior the acquisition was computed from.
+    """
+
+    X: np.ndarray
+    values: np.ndarray
+    posterior: Posterior
+
+
+def suggest(
+    key: jax.Array,
+    surrogate: Surrogate,
+    inference: Any,
+    acquisition: Acquisition,
+    data: Dataset,
+    *,
+    init: Posterior | None = None,
+    q: int = 1,
+    pending: Any = None,
+    optimizer_options: dict | None = None,
+    **options: Any,
+) -> Suggestion:
+    """Fit the surrogate to ``data`` and maximise the acquisition: :func:`step`.
+
+    Args:
+        key: PRNG key; split into one for the fit and one for the optimiser.
+        surrogate: e.g. ``ppbo.models.gp.surrogate()``.
+        inference: ``ppbo.NUTS(...)``, ``ppbo.Slice(...)``, ``ppbo.MAP()`` ...
+        acquisition: e.g. ``ppbo.acquisition.ei``.
+        data: observations in model space (unit cube, standardised, maximise).
+        init: the previous step's posterior, for warm starts.
+        q: number of points to suggest.
+        pending: points already under evaluation, (k, d).
+        optimizer_options: passed to :func:`ppbo.optimize_acquisition`
+            (``num_raw``, ``num_restarts``, ``max_iterations``).
+        **options: passed to the acquisition.
+
+    Returns:
+        A :class:`Suggestion`.
+
+    Example:
+        >>> result = suggest(
+        ...     key, posterior.surrogate, ppbo.MAP(), ppbo.acquisition.ei, data,
+        ...     optimizer_options={"num_raw": 64},
+        ... )
+        >>> result.X.shape
+        (1, 2)
+    """
+    result = step(
+        key,
+        surrogate,
+        inference,
+        acquisition,
+        data,
+        pending=pending,
+        init=init,
+        q=q,
+        acquisition_options=options,
+        optimizer_options=optimizer_options,
+    )
+    return Suggestion(X=result.X, values=result.values, posterior=result.posterior)

@@ -1,0 +1,78 @@
+"""Names of components, named key streams and initial designs."""
+
+import jax
+import numpy as np
+import pytest
+from scipy.stats import qmc
+
+import ppbo
+from ppbo.campaign import registry
+from ppbo.campaign.designs import initial_design
+from ppbo.campaign.keys import STREAMS, campaign_key, stream_id
+
+
+def test_every_registered_acquisition_is_an_acquisition():
+    for name in registry.acquisition_names():
+        acquisition, spec = registry.resolve_acquisition(name)
+        assert isinstance(acquisition, ppbo.acquisition.Acquisition)
+        assert acquisition.name == name and spec == {"name": name}
+    with pytest.raises(ValueError, match="acquisition must be one of"):
+        registry.resolve_acquisition("eii")
+
+
+def test_named_inferences_share_one_set_of_defaults():
+    assert registry.make_inference("nuts") == ppbo.NUTS()
+    assert registry.make_inference("Slice") == ppbo.Slice()
+    # the slice sampler's warm-up is half its samples, as its own default
+    assert ppbo.Slice().num_warmup * 2 == ppbo.Slice().num_samples
+    assert registry.make_inference("slice", 64) == ppbo.Slice(
+        num_warmup=32, num_samples=64
+    )
+    assert registry.make_inference("nuts", 8) == ppbo.NUTS(num_warmup=8, num_samples=8)
+    assert registry.make_inference("map") == ppbo.MAP()
+    for bad in ("fixed", "hmc"):
+        with pytest.raises(ValueError, match="inference must be one of"):
+            registry.make_inference(bad)
+
+
+def test_specs_round_trip_to_the_same_objects():
+    for given in ("gp", "gp-rbf", {"name": "gp", "mean": "zero"}):
+        surrogate, spec = registry.resolve_surrogate(given)
+        assert registry.resolve_surrogate(spec) == (surrogate, spec)
+    inference, spec = registry.resolve_inference(ppbo.Slice(num_samples=32))
+    assert registry.resolve_inference(spec)[0] == inference
+    with pytest.raises(ValueError, match="has no option 'kernal'"):
+        registry.resolve_surrogate({"name": "gp", "kernal": "rbf"})
+    with pytest.raises(ValueError, match="surrogate must be"):
+        registry.resolve_surrogate("forest")
+
+
+def test_key_streams_are_distinct_and_fixed():
+    ids = {stream_id(name) for name in STREAMS}
+    assert len(ids) == len(STREAMS) and all(0 <= i < 2**31 for i in ids)
+    data = [jax.random.key_data(campaign_key(5, 2, s)) for s in STREAMS]
+    assert len({np.asarray(d).tobytes() for d in data}) == len(STREAMS)
+    expected = jax.random.fold_in(
+        jax.random.fold_in(jax.random.key(5), 2), stream_id("step")
+    )
+    np.testing.assert_array_equal(
+        jax.random.key_data(campaign_key(5, 2, "step")),
+        jax.random.key_data(expected),
+    )
+    with pytest.raises(ValueError, match="stream must be one of"):
+        campaign_key(0, 0, "steps")
+
+
+def test_designs_are_scipy_designs_with_the_seeded_generator():
+    np.testing.assert_array_equal(
+        initial_design("lhs", 5, 3, 7), qmc.LatinHypercube(3, seed=7).random(5)
+    )
+    np.testing.assert_array_equal(
+        initial_design("sobol", 4, 2, 7), qmc.Sobol(2, seed=7).random(4)
+    )
+    U = initial_design("lhs", 4, 2, [11, 3])
+    np.testing.assert_array_equal(
+        np.sort(np.floor(4 * U), axis=0), [[0, 0], [1, 1], [2, 2], [3, 3]]
+    )
+    with pytest.raises(ValueError, match="initial_design must be one of"):
+        initial_design("grid", 2, 2, 0)
