@@ -6,7 +6,7 @@ changes no JAX configuration: enable float64 with
 ``jax.config.update("jax_enable_x64", True)`` before use.
 """
 
-from ppbo import acquisition, storage
+from ppbo import _compat, acquisition, storage
 from ppbo.data import Dataset, bucket_capacity
 from ppbo.inference import MAP, NUTS, Fixed, Inference, Slice, fit
 from ppbo.linalg import CholeskyError
@@ -60,3 +60,5 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+_compat.bind_submodules()
