@@ -126,6 +126,11 @@ class Acquisition:
         num_samples: how many evenly spaced hyperparameter samples a campaign
             (:class:`ppbo.Optimizer`) averages it over by default (None: all);
             :func:`evaluate` itself always uses every sample it is given.
+        draws_sample: the acquisition is a random function of ONE hyperparameter
+            sample drawn uniformly from the posterior (Thompson sampling): instead
+            of averaging over samples, :func:`bind` draws the sample's index from
+            ``key`` and evaluates the acquisition on that sample alone, so
+            per-sample values have shape (1, m). Needs ``stochastic=True``.
 
     Example:
         >>> def mean_acquisition(sample, X):
@@ -139,6 +144,14 @@ class Acquisition:
     prepare: Callable[..., Any] | None = None
     stochastic: bool = False
     num_samples: int | None = None
+    draws_sample: bool = False
+
+    def __post_init__(self) -> None:
+        if self.draws_sample and not self.stochastic:
+            raise ValueError(
+                f"acquisition {self.name!r}: draws_sample=True needs stochastic=True "
+                "(the sample is drawn with the key)"
+            )
 
     def __repr__(self) -> str:
         return f"Acquisition({self.name!r})"
@@ -219,7 +232,9 @@ def bind(acquisition: Acquisition, posterior: Posterior, **options: Any) -> Boun
 
     Stochastic parts (``prepare``, per-sample keys) are drawn once here, so the
     bound acquisition is deterministic in ``X`` (common random numbers) and
-    differentiable, which the acquisition optimiser relies on.
+    differentiable, which the acquisition optimiser relies on. For an acquisition
+    with ``draws_sample`` (Thompson sampling) the one hyperparameter sample it is
+    evaluated on is drawn here too, uniformly, from ``key``.
 
     Example:
         >>> from ppbo.acquisition import ei
@@ -231,6 +246,8 @@ def bind(acquisition: Acquisition, posterior: Posterior, **options: Any) -> Boun
     key = options.pop("key", None)
     if acquisition.stochastic and key is None:
         raise ValueError(f"acquisition {acquisition.name!r} needs a key=... option")
+    if acquisition.draws_sample:
+        posterior, key = _draw_sample(posterior, key)
     aux = None
     if acquisition.prepare is not None:
         aux = acquisition.prepare(key, posterior, **options)
@@ -240,12 +257,22 @@ def bind(acquisition: Acquisition, posterior: Posterior, **options: Any) -> Boun
     return Bound(acquisition, posterior, aux, arrays, static)
 
 
+def _draw_sample(posterior: Posterior, key: jax.Array) -> tuple[Posterior, jax.Array]:
+    # A draw from the marginal posterior of f is a draw of theta_i, then of f given
+    # theta_i: the index is uniform over the (equally weighted) MCMC samples.
+    key_index, key = jax.random.split(key)
+    index = int(jax.random.randint(key_index, (), 0, posterior.num_samples))
+    return posterior.sample(index), key
+
+
 def per_sample(
     acquisition: Acquisition, posterior: Posterior, X: Any, **options: Any
 ) -> jax.Array:
     """Acquisition values for every hyperparameter sample, shape (s, m).
 
-    Takes the same options as :func:`evaluate`.
+    Takes the same options as :func:`evaluate`. For an acquisition that
+    ``draws_sample`` (Thompson sampling) the shape is (1, m): the values of the
+    one sample drawn with ``key``.
 
     Example:
         >>> from ppbo.acquisition import ei

@@ -7,25 +7,21 @@ of ``f`` is obtained by first drawing a hyperparameter sample ``i`` and then a p
 (:mod:`ppbo.acquisition.rff`), one per hyperparameter sample, as in
 Hernández-Lobato, Hoffman and Ghahramani (2014, Appendix A).
 
-How a campaign uses it:
+How a campaign uses it: :data:`thompson` is Thompson sampling in the
+:class:`~ppbo.acquisition.Acquisition` contract. It ``draws_sample``, so
+:func:`~ppbo.acquisition.bind` (and with it :func:`ppbo.optimize_acquisition` and a
+campaign) draws ONE hyperparameter sample uniformly from ``key``, ``prepare`` draws
+ONE path of it, and the acquisition's value at ``X`` is that path's value: its
+maximiser is a draw of the maximiser of f from the marginal posterior. Averaging
+the paths of all samples instead would give a smoother random function near the
+posterior mean, not a Thompson sample. ``per_sample(thompson, posterior, X,
+key=key)`` has shape (1, m); the same key gives the same sample and path. Options:
+``key`` (required) and ``num_features`` (M, default 1000).
 
-- :func:`thompson_point` is Thompson sampling: per step it draws one
-  hyperparameter sample uniformly, one path of it, and returns that path's
-  maximiser (over given candidates, or in the unit cube by dense random search and
-  projected gradient ascent). Use ``fold_in(root, t)`` as the key of step ``t``.
-- :data:`thompson` is the same thing in the :class:`~ppbo.acquisition.Acquisition`
-  contract: ``per_sample(thompson, posterior, X, key=key)`` gives each
-  hyperparameter sample's path at ``X``, shape (s, m) (the paths are drawn once per
-  call by ``prepare``, or once per :func:`~ppbo.acquisition.bind`; the same key
-  gives the same paths). ``evaluate`` averages the s paths, which is a smoother
-  random function, NOT a Thompson sample; with a single-sample posterior (MAP,
-  Fixed) the two coincide. So, to follow Thompson sampling with the acquisition
-  optimiser, draw the hyperparameter sample first::
-
-      i = int(jax.random.randint(key_i, (), 0, posterior.num_samples))
-      X, _ = ppbo.optimize_acquisition(thompson, posterior.sample(i), key_opt)
-
-  Options: ``key`` (required) and ``num_features`` (M, default 1000).
+:func:`thompson_point` does the same in one compiled call: one sample, one path
+and the path's maximiser (over given candidates, or in the unit cube by dense
+random search and projected gradient ascent). Use ``fold_in(root, t)`` as the key
+of step ``t``.
 
 Example:
     >>> from ppbo.acquisition import per_sample
@@ -33,6 +29,7 @@ Example:
     >>> X = jnp.full((3, 2), 0.5)
     >>> per_sample(thompson, posterior, X, key=key, num_features=128).shape
     (1, 3)
+    >>> X_t, _ = ppbo.optimize_acquisition(thompson, posterior, key, num_raw=64)
 
 References:
     Thompson (1933), "On the likelihood that one unknown probability exceeds
@@ -72,8 +69,11 @@ def _thompson(sample: Sample, X: jax.Array, **_: Any) -> jax.Array:
     return evaluate_paths(sample.aux, X)[0]
 
 
-#: Thompson-sampling values, one RFF posterior path per hyperparameter sample.
-thompson = Acquisition("thompson", _thompson, prepare=_prepare, stochastic=True)
+#: Thompson sampling: the values of one RFF posterior path of one hyperparameter
+#: sample, both drawn from the key.
+thompson = Acquisition(
+    "thompson", _thompson, prepare=_prepare, stochastic=True, draws_sample=True
+)
 
 
 @partial(
