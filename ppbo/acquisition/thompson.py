@@ -5,7 +5,11 @@ the posterior. Under a hyperparameter posterior, a draw from the marginal poster
 of ``f`` is obtained by first drawing a hyperparameter sample ``i`` and then a path
 ``f ~ p(f | D, theta_i)``; the paths are random-Fourier-feature approximations
 (:mod:`ppbo.acquisition.rff`), one per hyperparameter sample, as in
-Hernández-Lobato, Hoffman and Ghahramani (2014, Appendix A).
+Hernández-Lobato, Hoffman and Ghahramani (2014, Appendix A), for surrogates that
+declare :class:`~ppbo.GPParts` and ``noise``; other surrogates bring their own
+:class:`~ppbo.surrogate.PathSampler` (:attr:`~ppbo.Capability.SAMPLE_PATHS`, e.g. the
+exact weight draws of a Bayesian linear model), and anything else is refused with a
+:class:`~ppbo.MissingCapabilityError`.
 
 How a campaign uses it: :data:`thompson` is Thompson sampling in the
 :class:`~ppbo.acquisition.Acquisition` contract. It ``draws_sample``, so
@@ -50,29 +54,70 @@ import jax.numpy as jnp
 import numpy as np
 
 from ppbo.acquisition.base import Acquisition, Sample
-from ppbo.acquisition.rff import (
-    evaluate_paths,
-    maximize_paths,
-    sample_paths,
-    sample_posterior_paths,
-)
-from ppbo.surrogate import Posterior
+from ppbo.acquisition.rff import evaluate_paths, maximize_paths, sample_paths
+from ppbo.surrogate import Capability, MissingCapabilityError, Posterior, Surrogate
 
 __all__ = ["thompson", "thompson_point"]
 
 
+def _path_functions(surrogate: Surrogate):
+    """``(draw(key, sample, num_features), evaluate(paths, X))`` for one path.
+
+    GPs get random-feature paths (:mod:`ppbo.acquisition.rff`); other surrogates
+    their declared :class:`~ppbo.surrogate.PathSampler`.
+    """
+    have = surrogate.capabilities
+    if {Capability.GP, Capability.NOISE} <= have:
+
+        def draw_gp(key, sample, num_features):
+            return sample_paths(key, sample, 1, num_features)
+
+        return draw_gp, evaluate_paths
+    if Capability.SAMPLE_PATHS not in have:
+        raise MissingCapabilityError(
+            "acquisition 'thompson' needs the surrogate capability 'sample_paths' "
+            "(a PathSampler), or 'gp' and 'noise' for random-Fourier-feature "
+            f"paths; surrogate {surrogate.name!r} declares neither"
+        )
+    sampler = surrogate.paths
+
+    def draw(key, sample, num_features):
+        del num_features
+        return sampler.draw(key, sample.params, sample.data, sample.cache, 1)
+
+    return draw, sampler.evaluate
+
+
+@partial(jax.jit, static_argnames=("num_features",))
+def _draw(key, posterior: Posterior, num_features: int):
+    draw, _ = _path_functions(posterior.surrogate)
+
+    def one(key, params, cache):
+        sample = Sample(params, cache, posterior.data, posterior.surrogate)
+        return draw(key, sample, num_features)
+
+    keys = jax.random.split(key, posterior.num_samples)
+    return jax.vmap(one)(keys, posterior.samples, posterior.cache)
+
+
 def _prepare(key: jax.Array, posterior: Posterior, *, num_features: int = 1000, **_):
-    return sample_posterior_paths(key, posterior, 1, num_features)
+    _path_functions(posterior.surrogate)  # refuse before tracing
+    return _draw(key, posterior, int(num_features))
 
 
 def _thompson(sample: Sample, X: jax.Array, **_: Any) -> jax.Array:
-    return evaluate_paths(sample.aux, X)[0]
+    _, evaluate = _path_functions(sample.surrogate)
+    return evaluate(sample.aux, X)[0]
 
 
 #: Thompson sampling: the values of one RFF posterior path of one hyperparameter
 #: sample, both drawn from the key.
 thompson = Acquisition(
-    "thompson", _thompson, prepare=_prepare, stochastic=True, draws_sample=True
+    "thompson",
+    _thompson,
+    prepare=_prepare,
+    stochastic=True,
+    draws_sample=True,
 )
 
 
@@ -164,6 +209,7 @@ def thompson_point(
         >>> x.shape, bool(jnp.all((x >= 0) & (x <= 1)))
         ((2,), True)
     """
+    posterior.surrogate.require(Capability.GP, Capability.NOISE, by="thompson_point")
     dim = posterior.data.dim
     discrete = not isinstance(candidates, numbers.Integral)
     if discrete:
