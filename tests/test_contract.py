@@ -184,6 +184,8 @@ def test_thompson_draws_exact_weight_paths(posterior):
 def test_pes_refuses_naming_the_missing_capability(posterior):
     with pytest.raises(ppbo.MissingCapabilityError, match="capability 'gp'"):
         evaluate(pes, posterior, np.array([[0.5]]), key=jax.random.key(0))
+    with pytest.raises(ppbo.MissingCapabilityError, match="method='gumbel'"):
+        evaluate(mes, posterior, np.array([[0.5]]), key=jax.random.key(0))
     with pytest.raises(ppbo.MissingCapabilityError, match="capability 'gp'"):
         ppbo.Optimizer(
             {"x": ppbo.Real(0.0, 1.0)}, surrogate=BLM, acquisition="pes", seed=0
