@@ -9,6 +9,7 @@ changes no JAX configuration: enable float64 with
 from ppbo import _compat, acquisition, storage
 from ppbo.data import Dataset, bucket_capacity
 from ppbo.inference import MAP, NUTS, Fixed, Inference, Slice, fit
+from ppbo.inference.diagnostics import Diagnostics, DiagnosticWarning
 from ppbo.linalg import CholeskyError
 from ppbo.loop import (
     CampaignWarning,
@@ -23,13 +24,22 @@ from ppbo.loop import (
 )
 from ppbo.optimize import Recommendation, optimize_acquisition, recommend
 from ppbo.space import Categorical, Integer, Real, Space
-from ppbo.surrogate import Diagnostics, DiagnosticWarning, Posterior, Surrogate
+from ppbo.surrogate import (
+    Capability,
+    GPParts,
+    MissingCapabilityError,
+    Posterior,
+    Surrogate,
+)
 
 __all__ = [
     "Dataset",
     "bucket_capacity",
     "Surrogate",
     "Posterior",
+    "Capability",
+    "GPParts",
+    "MissingCapabilityError",
     "Diagnostics",
     "DiagnosticWarning",
     "CholeskyError",
