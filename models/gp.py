@@ -42,8 +42,8 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 from ppbo.data import Dataset
 from ppbo.linalg import cholesky
 from ppbo.models.gaussian import MaskedMultivariateNormal, masked_covariance
-from ppbo.models.kernels import KERNELS, Kernel
-from ppbo.surrogate import Surrogate
+from ppbo.models.kernels import KERNELS, Kernel, Stationary
+from ppbo.surrogate import GPParts, Surrogate
 
 __all__ = [
     "surrogate",
@@ -52,6 +52,7 @@ __all__ = [
     "MEANS",
     "build_kernel",
     "mean_function",
+    "noise_variance",
 ]
 
 #: Added to the noise variance on the diagonal so the likelihood stays factorable.
@@ -125,6 +126,28 @@ def mean_function(
     return params["mean"] + X @ params["mean_weights"]
 
 
+def noise_variance(params: Mapping[str, jax.Array], X: jax.Array) -> jax.Array:
+    """Observation-noise variance at ``X`` (m, d): ``noise + JITTER`` everywhere.
+
+    The one definition the likelihood, ``prepare`` and the surrogate's declared
+    ``noise`` capability share.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> noise_variance({"noise": jnp.asarray(0.1)}, jnp.zeros((2, 1))).shape
+        (2,)
+    """
+    return jnp.full(X.shape[0], params["noise"] + JITTER, dtype=X.dtype)
+
+
+def _lengthscale(params):
+    return params["lengthscale"]
+
+
+def _outputscale(params):
+    return params["outputscale"]
+
+
 def _model(data: Dataset, *, config: _Config) -> None:
     d = data.X.shape[1]
     params = {
@@ -138,14 +161,14 @@ def _model(data: Dataset, *, config: _Config) -> None:
             "mean_weights", _prior(config, "mean_weights", d)
         )
     K = build_kernel(config.kernel, params).matrix(data.X, data.X)
-    K = K + (params["noise"] + JITTER) * jnp.eye(K.shape[0], dtype=K.dtype)
+    K = K + jnp.diag(noise_variance(params, data.X))
     loc = mean_function(config.mean, params, data.X)
     numpyro.sample("y", MaskedMultivariateNormal(loc, K, data.mask), obs=data.y)
 
 
 def _prepare(params, data: Dataset, *, config: _Config) -> dict[str, jax.Array]:
     K = build_kernel(config.kernel, params).matrix(data.X, data.X)
-    K = K + (params["noise"] + JITTER) * jnp.eye(K.shape[0], dtype=K.dtype)
+    K = K + jnp.diag(noise_variance(params, data.X))
     K = masked_covariance(K, data.mask)
     L = cholesky(K)
     r = jnp.where(data.mask, data.y - mean_function(config.mean, params, data.X), 0.0)
@@ -198,9 +221,12 @@ def surrogate(
     Returns:
         A :class:`ppbo.Surrogate` whose ``predict`` gives the latent (noise-free)
         mean and variance, with ``prepare`` caching the Cholesky factor and
-        ``predict_joint`` the joint covariance. ``extras`` holds ``"kernel"``
+        ``predict_joint`` the joint covariance. It declares the per-point
+        ``noise`` (:func:`noise_variance`) and, for a stationary kernel given by
+        name (not ``"linear"`` or a callable), :class:`ppbo.GPParts` with the
+        kernel class of :mod:`ppbo.models.kernels`. ``extras`` holds ``"kernel"``
         (``params -> Kernel``), ``"mean"`` (``(params, X) -> mean``) and
-        ``"kernel_name"``.
+        ``"kernel_name"``, for users.
 
     Raises:
         ValueError: for an unknown kernel, mean or prior site.
@@ -234,6 +260,15 @@ def surrogate(
     kernel_name = (
         kernel if isinstance(kernel, str) else getattr(kernel, "__name__", "custom")
     )
+    base = KERNELS.get(kernel) if isinstance(kernel, str) else None
+    parts = None
+    if base is not None and issubclass(base, Stationary):
+        parts = GPParts(
+            kernel=base,
+            mean=partial(mean_function, mean),
+            lengthscale=_lengthscale,
+            outputscale=_outputscale,
+        )
     return Surrogate(
         model=partial(_model, config=config),
         predict=partial(_predict, config=config),
@@ -245,4 +280,6 @@ def surrogate(
             "mean": partial(mean_function, mean),
             "kernel_name": kernel_name,
         },
+        noise=noise_variance,
+        gp=parts,
     )

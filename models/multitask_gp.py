@@ -356,6 +356,12 @@ def _task_kernel(config: _Config, params, task: int = 0) -> Kernel:
     return Kt[task, task] * _input_kernel(config.kernel, params)
 
 
+def _noise(params, X: jax.Array, task: int = 0, *, config: _Config) -> jax.Array:
+    # the per-task noise variance, as in the likelihood's D = diag(noise[t] + JITTER)
+    _check_task(config, task)
+    return jnp.full(X.shape[0], params["noise"][task] + JITTER, dtype=X.dtype)
+
+
 def _mean(params, X: jax.Array, task: int = 0) -> jax.Array:
     return jnp.full(X.shape[0], params["mean"][task], dtype=X.dtype)
 
@@ -396,7 +402,10 @@ def surrogate(
         ``K_t[task, task] k_ℓ``), ``"input_kernel"`` (``params -> k_ℓ``),
         ``"mean"`` (``(params, X, task=0) -> mean``), ``"task_covariance"`` and
         ``"task_correlation"`` (``params -> (t, t)``), ``"kernel_name"`` and
-        ``"num_tasks"``.
+        ``"num_tasks"``, for users. It declares the per-point ``noise`` of the task
+        asked for (``task=k``) but no :class:`ppbo.GPParts`, so Thompson sampling,
+        ES/MES with random-feature paths and PES refuse it (log-EI, EI, PI, UCB,
+        KG and MES with ``method="gumbel"`` work).
 
     Raises:
         ValueError: for ``num_tasks < 1``, an unknown kernel or prior site, a prior
@@ -505,4 +514,8 @@ def surrogate(
             "kernel_name": kernel_name,
             "num_tasks": num_tasks,
         },
+        # the noise of the task asked for (task=k, as for predict); no GPParts: a
+        # task's kernel is not a stationary single-task GP kernel of its own sites,
+        # so random-feature paths and PES refuse this surrogate
+        noise=partial(_noise, config=config),
     )

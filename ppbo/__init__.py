@@ -6,7 +6,7 @@ changes no JAX configuration: enable float64 with
 ``jax.config.update("jax_enable_x64", True)`` before use.
 """
 
-from ppbo import acquisition, storage
+from ppbo import _compat, acquisition, storage
 from ppbo.campaign import (
     CampaignWarning,
     Optimizer,
@@ -20,16 +20,26 @@ from ppbo.campaign import (
 )
 from ppbo.data import Dataset, bucket_capacity
 from ppbo.inference import MAP, NUTS, Fixed, Inference, Slice, fit
+from ppbo.inference.diagnostics import Diagnostics, DiagnosticWarning
 from ppbo.linalg import CholeskyError
 from ppbo.optimize import Recommendation, optimize_acquisition, recommend
 from ppbo.space import Categorical, Integer, Real, Space
-from ppbo.surrogate import Diagnostics, DiagnosticWarning, Posterior, Surrogate
+from ppbo.surrogate import (
+    Capability,
+    GPParts,
+    MissingCapabilityError,
+    Posterior,
+    Surrogate,
+)
 
 __all__ = [
     "Dataset",
     "bucket_capacity",
     "Surrogate",
     "Posterior",
+    "Capability",
+    "GPParts",
+    "MissingCapabilityError",
     "Diagnostics",
     "DiagnosticWarning",
     "CholeskyError",
@@ -60,3 +70,5 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+_compat.bind_submodules()

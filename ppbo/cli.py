@@ -188,13 +188,14 @@ def _inference(name: str, samples: int | None):
 
 
 def _default_acquisition(model: str) -> str:
+    from ppbo.acquisition import default_acquisition
     from ppbo.campaign import registry
 
     try:
-        registry.resolve_surrogate(model)
+        surrogate, _ = registry.resolve_surrogate(model)
     except ValueError as error:
         raise UsageError(f"--model: {error}") from None
-    return registry.DEFAULT_ACQUISITION
+    return default_acquisition(surrogate)
 
 
 def _free_name(storage, base: str) -> str:

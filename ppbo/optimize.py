@@ -24,7 +24,7 @@ from scipy.optimize import minimize
 from scipy.stats import qmc
 
 from ppbo.acquisition.base import Acquisition, Bound, bind
-from ppbo.inference._mcmc import prepare_cache, small_blas
+from ppbo.inference._mcmc import small_blas
 from ppbo.surrogate import Posterior, _validate_X
 
 __all__ = [
@@ -69,39 +69,15 @@ def raw_candidates(key: jax.Array, d: int, num: int, design: str = "sobol"):
 def condition_on_pending(posterior: Posterior, pending: Any) -> Posterior:
     """Posterior with pending points added at their mixture-mean values.
 
-    The Kriging believer of Ginsbourger et al. (2010): the fantasised observation
-    at each pending point is the posterior-mixture mean, so the predictive mean is
-    unchanged and the variance at (and near) pending points collapses.
-
-    Args:
-        posterior: the current posterior.
-        pending: points in the unit cube, shape (k, d); may be empty.
-
-    Returns:
-        A new posterior with the same samples, conditioned on the extended data.
+    The Kriging believer of Ginsbourger et al. (2010); the same as
+    :meth:`Posterior.condition_on_pending`, which documents it.
 
     Example:
         >>> busy = condition_on_pending(posterior, np.array([[0.2, 0.3]]))
         >>> busy.data.n == posterior.data.n + 1
         True
     """
-    pending = np.asarray(pending, dtype=np.float64).reshape(-1, posterior.data.dim)
-    if len(pending) == 0:
-        return posterior
-    X = _validate_X(pending, posterior.data.dim)
-    mean, _ = posterior.predict_marginal(X)
-    data = posterior.data.append(np.asarray(X), np.asarray(mean))
-    cache = prepare_cache(posterior.surrogate, posterior.samples, data)
-    return Posterior(
-        posterior.surrogate,
-        posterior.samples,
-        data,
-        cache=cache,
-        sample_stats=posterior.sample_stats,
-        state=posterior.state,
-        num_chains=posterior.num_chains,
-        method=posterior.method,
-    )
+    return posterior.condition_on_pending(pending)
 
 
 def select_starts(

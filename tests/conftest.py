@@ -1,11 +1,24 @@
 """Test configuration: float64 JAX and a compilation counter."""
 
 import contextlib
+import os
 
 import jax
 import pytest
 
 jax.config.update("jax_enable_x64", True)
+
+# A persistent compilation cache shared by the test modules and xdist workers of a
+# run: modules drop their in-memory executables (below), and later modules that
+# compile the same programs then load them from disk instead of compiling again.
+if os.environ.get("PPBO_TEST_COMPILATION_CACHE", "1") != "0":
+    _cache = os.environ.get("PPBO_TEST_COMPILATION_CACHE_DIR") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        ".pytest_cache",
+        "jax-compilation",
+    )
+    jax.config.update("jax_compilation_cache_dir", _cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _compiles = [0]

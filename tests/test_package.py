@@ -39,3 +39,45 @@ def test_models_are_installed_as_ppbo_models():
 
     assert gp.surrogate().name.startswith("gp(")
     assert multitask_gp.surrogate(2).name.startswith("multitask_gp(")
+
+
+# A notebook's usual import order: ArviZ first (under ArviZ 1.x it registers NumPyro
+# as a lazily loaded module), then NumPyro's distributions, then ppbo.
+_FIT_AFTER_ARVIZ = """
+import arviz
+import numpyro.distributions as dist
+import jax
+import numpy as np
+import ppbo
+from ppbo.models import gp
+
+jax.config.update("jax_enable_x64", True)
+X = np.linspace(0.0, 1.0, 6)[:, None]
+data = ppbo.Dataset(X, np.sin(6.0 * X[:, 0]))
+surrogate = gp.surrogate(priors={"noise": dist.LogNormal(-4.0, 1.0)})
+posterior = ppbo.fit(surrogate, data, ppbo.NUTS(5, 5), jax.random.key(0))
+print(posterior.num_samples)
+"""
+
+
+def test_fit_after_importing_arviz_and_numpyro_distributions():
+    out = subprocess.run(
+        [sys.executable, "-c", _FIT_AFTER_ARVIZ], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "5"
+
+
+def test_bind_submodules_restores_a_lost_submodule_attribute():
+    import numpyro.distributions
+    import numpyro.distributions.distribution as distribution
+
+    from ppbo._compat import bind_submodules
+
+    del numpyro.distributions.distribution
+    try:
+        assert bind_submodules() == ["numpyro.distributions.distribution"]
+    finally:
+        numpyro.distributions.distribution = distribution
+    assert numpyro.distributions.distribution is distribution
+    assert bind_submodules() == []

@@ -73,7 +73,7 @@ def test_user_defined_surrogate_fits_and_predicts():
     Xs = np.array([[1.1], [1.2]])
     mean, _ = posterior.predict_marginal(Xs)
     np.testing.assert_allclose(mean, np.sin(2 * np.pi * Xs[:, 0] / 0.25), atol=0.3)
-    with pytest.raises(TypeError, match="offers no predict_joint"):
+    with pytest.raises(TypeError, match="capability .predict_joint."):
         posterior.sample_f(jax.random.key(1), Xs, 4)
 
 
@@ -176,3 +176,87 @@ def test_thin_takes_evenly_spaced_samples():
     )
     with pytest.raises(ValueError, match="num must be a positive integer"):
         posterior.thin(0)
+
+
+def test_posterior_is_immutable_and_derived_by_one_constructor():
+    posterior = _two_sample_posterior()
+    with pytest.raises(AttributeError, match="immutable"):
+        posterior.data = None
+    with pytest.raises(AttributeError, match="immutable"):
+        del posterior.samples
+    # conditioning returns a new posterior equal to fitting the same samples on
+    # the extended data; the original is unchanged
+    X_new, y_new = np.array([[1.3]]), np.array([0.4])  # beyond the data
+    more = posterior.condition(X_new, y_new)
+    assert more.data.n == posterior.data.n + 1 == 41
+    assert posterior.data.n == 40
+    X_all = np.concatenate([posterior.data.unpadded()[0], X_new])
+    y_all = np.concatenate([posterior.data.unpadded()[1], y_new])
+    Xs = np.array([[1.25], [0.7]])
+    for i in range(posterior.num_samples):
+        params = {k: np.asarray(v[i]) for k, v in posterior.samples.items()}
+        refit = ppbo.fit(
+            posterior.surrogate,
+            ppbo.Dataset(X_all, y_all, capacity=more.data.capacity),
+            ppbo.Fixed(params),
+            jax.random.key(0),
+        )
+        np.testing.assert_allclose(
+            more.predict(Xs)[0][i],
+            refit.predict(Xs)[0][0],
+            atol=1e-9,
+        )
+    # the Kriging believer keeps a one-sample posterior's mean and collapses the
+    # variance there
+    one = posterior.sample(0)
+    busy = one.condition_on_pending(X_new)
+    mean, var = one.predict_marginal(X_new)
+    mean_busy, var_busy = busy.predict_marginal(X_new)
+    np.testing.assert_allclose(mean_busy, mean, atol=1e-9)
+    assert float(var_busy[0]) < 0.1 * float(var[0])
+    assert posterior.condition_on_pending(np.zeros((0, 1))) is posterior
+
+
+def test_noise_is_a_per_point_capability():
+    posterior = _two_sample_posterior()
+    X_test = np.array([[0.1], [0.9]])
+    noise = np.asarray(posterior.noise_var(X_test))
+    expected = np.asarray(posterior.samples["noise"])[:, None] + gp.JITTER
+    np.testing.assert_allclose(noise, np.broadcast_to(expected, (2, 2)), rtol=1e-12)
+    bare = ppbo.Surrogate(model=periodic_model, predict=periodic_predict)
+    assert bare.capabilities == {ppbo.Capability.CONDITIONING}
+    with pytest.raises(ppbo.MissingCapabilityError, match="capability 'noise'"):
+        bare.noise_one({}, jnp.zeros((1, 1)))
+
+
+def test_gp_capabilities_come_from_the_kernel_classes():
+    from ppbo.models import multitask_gp
+    from ppbo.models.kernels import Matern52, SquaredExponential
+
+    C = ppbo.Capability
+    smooth = gp.surrogate(kernel="matern52")
+    assert smooth.gp.kernel is Matern52 and smooth.gp.differentiable
+    assert {C.GP, C.GP_DERIVATIVES, C.NOISE} <= smooth.capabilities
+    assert gp.surrogate(kernel="rbf").gp.kernel is SquaredExponential
+    rough = gp.surrogate(kernel="matern12").capabilities
+    assert C.GP in rough and C.GP_DERIVATIVES not in rough
+    assert C.GP not in gp.surrogate(kernel="linear").capabilities
+    # a multi-task GP carries GP extras for users, but declares no GP parts: the
+    # default acquisition is log-EI and PES refuses it by capability
+    multitask = multitask_gp.surrogate(num_tasks=2)
+    assert C.GP not in multitask.capabilities and C.NOISE in multitask.capabilities
+    assert ppbo.acquisition.default_acquisition(multitask) == "log_ei"
+    from ppbo.acquisition.pes import check_surrogate
+
+    with pytest.raises(ppbo.MissingCapabilityError, match="capability 'gp'"):
+        check_surrogate(multitask)
+
+
+def test_diagnostics_live_with_the_diagnostics_code():
+    from ppbo.inference import diagnostics
+    from ppbo.surrogate import Diagnostics, DiagnosticWarning
+
+    assert Diagnostics is diagnostics.Diagnostics is ppbo.Diagnostics
+    assert DiagnosticWarning is diagnostics.DiagnosticWarning
+    report = _two_sample_posterior().diagnostics(warn=False)
+    assert isinstance(report, Diagnostics)

@@ -26,7 +26,14 @@ import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
 from ppbo.data import Dataset
-from ppbo.surrogate import Posterior, Surrogate, _validate_X
+from ppbo.surrogate import (
+    Capability,
+    GPSample,
+    MissingCapabilityError,
+    Posterior,
+    Surrogate,
+    _validate_X,
+)
 
 __all__ = [
     "bind",
@@ -38,6 +45,9 @@ __all__ = [
     "reduce_samples",
     "best_observed_mean",
     "prepare_incumbents",
+    "default_acquisition",
+    "DEFAULT_ACQUISITIONS",
+    "observation_noise",
 ]
 
 
@@ -50,7 +60,8 @@ class Sample:
         params: site -> value for this sample.
         cache: this sample's factors from ``surrogate.prepare`` (or None).
         data: the conditioning dataset (padded; use ``data.mask``).
-        surrogate: the surrogate (for ``extras`` such as kernels).
+        surrogate: the surrogate (its declared capabilities, through the methods
+            below; acquisitions never read ``params`` by site name).
         aux: this sample's slice of ``Acquisition.prepare``'s output (or None).
     """
 
@@ -72,6 +83,48 @@ class Sample:
         return self.surrogate.predict_joint_one(
             self.params, self.data, X, self.cache, **kw
         )
+
+    def noise(self, X: jax.Array, **kw: Any) -> jax.Array:
+        """Observation-noise variance at each point of ``X`` (m, d), shape (m,).
+
+        Raises:
+            MissingCapabilityError: if the surrogate declares no ``noise``.
+        """
+        return self.surrogate.noise_one(self.params, X, **kw)
+
+    def gp(self) -> GPSample:
+        """This sample's Gaussian process (kernel, lengthscales, signal variance,
+        prior mean), from the surrogate's :class:`~ppbo.GPParts`.
+
+        Raises:
+            MissingCapabilityError: if the surrogate declares no ``gp``.
+        """
+        self.surrogate.require(Capability.GP, by="a GP sample path")
+        return self.surrogate.gp.evaluate(self.params)
+
+
+def observation_noise(sample: Sample, X: jax.Array, noise: Any = None) -> jax.Array:
+    """Observation-noise variance at each point of ``X`` (m, d), shape (m,).
+
+    ``noise`` (a scalar or (m,) option of KG and ES) overrides the surrogate's
+    declared per-point ``noise``.
+
+    Raises:
+        MissingCapabilityError: without ``noise`` when the surrogate declares none.
+
+    Example:
+        >>> # inside an acquisition fn(sample, X, noise=None):
+        >>> #     var_y = var + observation_noise(sample, X, noise)
+    """
+    if noise is not None:
+        return jnp.broadcast_to(jnp.asarray(noise, dtype=X.dtype), X.shape[:1])
+    if Capability.NOISE not in sample.surrogate.capabilities:
+        raise MissingCapabilityError(
+            f"surrogate {sample.surrogate.name!r} declares no capability 'noise' "
+            "(a per-point observation noise function noise(params, X)); declare "
+            "one or pass noise=... (the noise variance)"
+        )
+    return sample.noise(X)
 
 
 def best_observed_mean(sample: Sample) -> jax.Array:
@@ -126,6 +179,14 @@ class Acquisition:
         num_samples: how many evenly spaced hyperparameter samples a campaign
             (:class:`ppbo.Optimizer`) averages it over by default (None: all);
             :func:`evaluate` itself always uses every sample it is given.
+        requires: the :class:`~ppbo.Capability` values it needs from the
+            surrogate; :func:`bind` refuses a surrogate that lacks one with a
+            :class:`~ppbo.MissingCapabilityError` naming it.
+        draws_sample: the acquisition is a random function of ONE hyperparameter
+            sample drawn uniformly from the posterior (Thompson sampling): instead
+            of averaging over samples, :func:`bind` draws the sample's index from
+            ``key`` and evaluates the acquisition on that sample alone, so
+            per-sample values have shape (1, m). Needs ``stochastic=True``.
 
     Example:
         >>> def mean_acquisition(sample, X):
@@ -139,6 +200,15 @@ class Acquisition:
     prepare: Callable[..., Any] | None = None
     stochastic: bool = False
     num_samples: int | None = None
+    requires: tuple[Capability, ...] = ()
+    draws_sample: bool = False
+
+    def __post_init__(self) -> None:
+        if self.draws_sample and not self.stochastic:
+            raise ValueError(
+                f"acquisition {self.name!r}: draws_sample=True needs stochastic=True "
+                "(the sample is drawn with the key)"
+            )
 
     def __repr__(self) -> str:
         return f"Acquisition({self.name!r})"
@@ -219,7 +289,9 @@ def bind(acquisition: Acquisition, posterior: Posterior, **options: Any) -> Boun
 
     Stochastic parts (``prepare``, per-sample keys) are drawn once here, so the
     bound acquisition is deterministic in ``X`` (common random numbers) and
-    differentiable, which the acquisition optimiser relies on.
+    differentiable, which the acquisition optimiser relies on. For an acquisition
+    with ``draws_sample`` (Thompson sampling) the one hyperparameter sample it is
+    evaluated on is drawn here too, uniformly, from ``key``.
 
     Example:
         >>> from ppbo.acquisition import ei
@@ -227,10 +299,15 @@ def bind(acquisition: Acquisition, posterior: Posterior, **options: Any) -> Boun
         >>> values.shape, grad.shape
         ((1,), (1, 2))
     """
+    posterior.surrogate.require(
+        *acquisition.requires, by=f"acquisition {acquisition.name!r}"
+    )
     options = dict(options)
     key = options.pop("key", None)
     if acquisition.stochastic and key is None:
         raise ValueError(f"acquisition {acquisition.name!r} needs a key=... option")
+    if acquisition.draws_sample:
+        posterior, key = _draw_sample(posterior, key)
     aux = None
     if acquisition.prepare is not None:
         aux = acquisition.prepare(key, posterior, **options)
@@ -240,12 +317,66 @@ def bind(acquisition: Acquisition, posterior: Posterior, **options: Any) -> Boun
     return Bound(acquisition, posterior, aux, arrays, static)
 
 
+#: Acquisition names in order of preference for :func:`default_acquisition`:
+#: log-EI first, the campaign default (it needs only the predictive mean and
+#: variance, so every surrogate qualifies).
+DEFAULT_ACQUISITIONS = ("log_ei",)
+
+
+def default_acquisition(
+    surrogate: Surrogate, candidates: Mapping[str, Acquisition] | None = None
+) -> str:
+    """Name of the acquisition a campaign uses when none is given.
+
+    The first of :data:`DEFAULT_ACQUISITIONS` whose ``requires`` the surrogate
+    declares: today always ``"log_ei"``, which needs only the predictive mean and
+    variance. A surrogate's extras are never consulted, so a multi-task GP (which
+    declares no :class:`~ppbo.GPParts`) is never routed to PES.
+
+    Args:
+        surrogate: the campaign's surrogate.
+        candidates: name -> acquisition to choose from (default: the acquisitions
+            of :mod:`ppbo.acquisition` by name).
+
+    Raises:
+        MissingCapabilityError: if no preferred acquisition fits the surrogate.
+
+    Example:
+        >>> from ppbo.models import gp, multitask_gp
+        >>> default_acquisition(gp.surrogate()), default_acquisition(
+        ...     multitask_gp.surrogate(num_tasks=2))
+        ('log_ei', 'log_ei')
+    """
+    if candidates is None:
+        from ppbo import acquisition as module
+
+        candidates = {name: getattr(module, name) for name in DEFAULT_ACQUISITIONS}
+    have = surrogate.capabilities
+    for name in DEFAULT_ACQUISITIONS:
+        if name in candidates and set(candidates[name].requires) <= have:
+            return name
+    raise MissingCapabilityError(
+        f"surrogate {surrogate.name!r} lacks what every default acquisition "
+        f"{DEFAULT_ACQUISITIONS} needs; pass an acquisition explicitly"
+    )
+
+
+def _draw_sample(posterior: Posterior, key: jax.Array) -> tuple[Posterior, jax.Array]:
+    # A draw from the marginal posterior of f is a draw of theta_i, then of f given
+    # theta_i: the index is uniform over the (equally weighted) MCMC samples.
+    key_index, key = jax.random.split(key)
+    index = int(jax.random.randint(key_index, (), 0, posterior.num_samples))
+    return posterior.sample(index), key
+
+
 def per_sample(
     acquisition: Acquisition, posterior: Posterior, X: Any, **options: Any
 ) -> jax.Array:
     """Acquisition values for every hyperparameter sample, shape (s, m).
 
-    Takes the same options as :func:`evaluate`.
+    Takes the same options as :func:`evaluate`. For an acquisition that
+    ``draws_sample`` (Thompson sampling) the shape is (1, m): the values of the
+    one sample drawn with ``key``.
 
     Example:
         >>> from ppbo.acquisition import ei

@@ -59,10 +59,10 @@ maximise it gradient-free, ``optimize_acquisition(es, ..., max_iterations=0)``
 (raw Sobol search). Options: ``key`` (required), ``num_representers=50``
 (``R``), ``num_pool=1024``, ``num_paths=1000`` (``P``), ``num_fantasies=16``
 (Gauss-Hermite nodes), ``representers=None``, ``noise=None`` (the variance
-``sigma^2`` of ``y``; by default the sample's ``noise + JITTER``, the GP
-likelihood's). Cost per hyperparameter sample: one joint prediction on the
-representers plus a block of 64 candidates, then ``num_fantasies * num_paths * R``
-operations per candidate.
+``sigma^2`` of ``y``; by default the surrogate's per-point observation noise at
+``x``, :attr:`~ppbo.Capability.NOISE`). Cost per hyperparameter sample: one joint
+prediction on the representers plus a block of 64 candidates, then
+``num_fantasies * num_paths * R`` operations per candidate.
 
 **The ground truth** (:func:`monte_carlo_information_gain`) estimates the second
 form by brute force, as the rejection-sampling reference ("RS") of the PES paper
@@ -105,10 +105,14 @@ from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import digamma, logsumexp
 
 from ppbo.acquisition.analytic import MIN_VARIANCE, log_h
-from ppbo.acquisition.base import Acquisition, Sample, best_observed_mean
-from ppbo.acquisition.rff import JITTER
+from ppbo.acquisition.base import (
+    Acquisition,
+    Sample,
+    best_observed_mean,
+    observation_noise,
+)
 from ppbo.linalg import cholesky
-from ppbo.surrogate import Posterior, _validate_X
+from ppbo.surrogate import Capability, Posterior, _validate_X
 
 __all__ = [
     "es",
@@ -130,17 +134,6 @@ _BATCH = 8
 # Candidates per cross-covariance block of the ground truth.
 _TRUTH_BLOCK = 256
 _LOG_2PI_E = math.log(2.0 * math.pi * math.e)
-
-
-def _noise_variance(sample: Sample, noise: Any) -> jax.Array:
-    if noise is not None:
-        return jnp.asarray(noise)
-    if "noise" not in sample.params:
-        raise ValueError(
-            "the surrogate has no 'noise' site, so pass the observation noise "
-            "variance as noise=..."
-        )
-    return sample.params["noise"] + JITTER
 
 
 # -- entropy search ----------------------------------------------------------------
@@ -362,7 +355,6 @@ def _entropy_search(
         )
     aux = sample.aux
     Z, log_u, L, E, eta, F = (aux[k] for k in ("Z", "log_u", "L", "E", "eta", "F"))
-    sigma2 = _noise_variance(sample, noise)
     nodes, weights = _gauss_hermite(num_fantasies)
     nodes, weights = jnp.asarray(nodes, F.dtype), jnp.asarray(weights, F.dtype)
     R = Z.shape[0]
@@ -383,6 +375,7 @@ def _entropy_search(
         _, cov = sample.predict_joint(jnp.concatenate([Z, Xb]))
         cov_zx, var_x = cov[:R, R:], jnp.diagonal(cov[R:, R:])
         var_x = jnp.maximum(var_x, 0.0)
+        sigma2 = observation_noise(sample, Xb, noise)  # (b,)
         a = solve_triangular(L, cov_zx, lower=True)  # (R, b)
         c = jnp.maximum(var_x - jnp.sum(a**2, axis=0), 0.0)
         var_y = var_x + sigma2
@@ -396,7 +389,12 @@ def _entropy_search(
 
 #: Entropy search (Hennig and Schuler 2012) with sample-path p_max; options above.
 es = Acquisition(
-    "es", _entropy_search, prepare=_prepare, stochastic=True, num_samples=16
+    "es",
+    _entropy_search,
+    prepare=_prepare,
+    stochastic=True,
+    num_samples=16,
+    requires=(Capability.PREDICT_JOINT,),
 )
 
 
@@ -452,7 +450,7 @@ class InformationGainTerms(NamedTuple):
 
 def _truth_one(key, sample: Sample, grid, X, noise, num_chunks, chunk_size):
     g, m = grid.shape[0], X.shape[0]
-    sigma2 = _noise_variance(sample, noise)
+    sigma2 = observation_noise(sample, X, noise)  # (m,)
     mean_g, cov_g = sample.predict_joint(grid)
     L = cholesky(0.5 * (cov_g + cov_g.T))
 
@@ -602,8 +600,8 @@ def information_gain_terms(
         num_functions: N draws per hyperparameter sample, rounded up to a multiple
             of ``chunk_size``.
         chunk_size: draws per chunk.
-        noise: the variance ``sigma^2`` of ``y`` (default: the sample's
-            ``noise + JITTER``, the GP likelihood's).
+        noise: the variance ``sigma^2`` of ``y`` (default: the surrogate's
+            per-point observation noise at each candidate).
 
     Returns:
         :class:`InformationGainTerms`, each field of shape (s, m).

@@ -37,8 +37,8 @@ with ``k_n`` the posterior covariance and ``v_n(x) = k_n(x, x)`` (Frazier et al.
   ``x`` for a given key that the optimiser can differentiate.
 - **Per hyperparameter sample.** The posterior covariances come from
   ``sample.predict_joint`` on ``[A; x]`` (for a block of candidates at once); the
-  fantasy noise is the sample's ``params["noise"]`` (the GP models' noise
-  variance) unless ``noise=`` is given.
+  fantasy noise is the surrogate's per-point observation noise at ``x``
+  (:attr:`~ppbo.Capability.NOISE`) unless ``noise=`` is given.
   :func:`~ppbo.acquisition.base.evaluate` averages the per-sample values.
 
 Options: ``num_fantasies=64`` (even; static), ``X_discrete=None`` (p, d),
@@ -66,7 +66,8 @@ import jax.numpy as jnp
 from jax.scipy.special import ndtri
 
 from ppbo.acquisition.analytic import MIN_VARIANCE
-from ppbo.acquisition.base import Acquisition, Sample
+from ppbo.acquisition.base import Acquisition, Sample, observation_noise
+from ppbo.surrogate import Capability
 
 __all__ = ["kg", "fantasy_normals"]
 
@@ -121,9 +122,9 @@ def _knowledge_gradient(
     See the module docstring for the estimator and the options.
 
     Raises:
-        ValueError: without a key, for an odd ``num_fantasies``, or when the sample
-            has no ``noise`` site and no ``noise=`` is given.
-        TypeError: if the surrogate offers no ``predict_joint``.
+        ValueError: without a key or for an odd ``num_fantasies``.
+        MissingCapabilityError: if the surrogate offers no ``predict_joint``, or
+            declares no ``noise`` and no ``noise=`` is given.
 
     Example:
         >>> from ppbo.acquisition.base import evaluate
@@ -135,13 +136,6 @@ def _knowledge_gradient(
     if sample.aux is None:
         raise ValueError("kg needs a key=... option (its fantasies are random)")
     eps = fantasy_normals(sample.aux, num_fantasies)
-    if noise is None:
-        if "noise" not in sample.params:
-            raise ValueError(
-                "kg needs the observation noise variance: the surrogate has no "
-                "'noise' site, so pass noise=..."
-            )
-        noise = sample.params["noise"]
     if X_discrete is None:
         A, valid = sample.data.X, sample.data.mask
     else:
@@ -158,11 +152,12 @@ def _knowledge_gradient(
         # One joint prediction on [A; block]; a candidate's value reads only its
         # own entries, so candidates sharing a block do not interact.
         mean, cov = sample.predict_joint(jnp.concatenate([A, Xb]))
+        noise_x = observation_noise(sample, Xb, noise)
         mu_A = jnp.where(valid, mean[:p], -jnp.inf)  # padded rows never win the max
         mu_x, var_x = mean[p:], jnp.diagonal(cov[p:, p:])
         # sigma-tilde of Frazier et al. (2009): how one noisy observation at x moves
         # the posterior mean at every point of A (p, size) and at x itself (size,).
-        scale = 1.0 / jnp.sqrt(jnp.maximum(var_x + noise, min_var))
+        scale = 1.0 / jnp.sqrt(jnp.maximum(var_x + noise_x, min_var))
         s_A, s_x = cov[:p, p:] * scale, var_x * scale
         new_A = mu_A[:, None, None] + s_A[:, :, None] * eps  # (p, size, F)
         best = jnp.maximum(jnp.max(new_A, axis=0), mu_x[:, None] + s_x[:, None] * eps)
@@ -175,4 +170,9 @@ def _knowledge_gradient(
 
 
 #: Knowledge gradient (Frazier et al. 2009; KGCP of Scott et al. 2011 by default).
-kg = Acquisition("kg", _knowledge_gradient, stochastic=True)
+kg = Acquisition(
+    "kg",
+    _knowledge_gradient,
+    stochastic=True,
+    requires=(Capability.PREDICT_JOINT,),
+)

@@ -75,7 +75,7 @@ from jax.scipy.stats import norm
 
 from ppbo.acquisition.base import Acquisition, Sample
 from ppbo.acquisition.rff import sample_maxima
-from ppbo.surrogate import Posterior
+from ppbo.surrogate import Capability, Posterior
 
 __all__ = ["mes", "sample_max_values", "METHODS"]
 
@@ -218,6 +218,8 @@ def sample_max_values(
 
     Raises:
         ValueError: for an unknown method or a grid of the wrong shape.
+        MissingCapabilityError: for ``"paths"`` on a surrogate without
+            :class:`~ppbo.GPParts` or ``noise``.
         TypeError: for an unknown option.
 
     Example:
@@ -230,6 +232,11 @@ def sample_max_values(
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method == "paths":
+        posterior.surrogate.require(
+            Capability.GP,
+            Capability.NOISE,
+            by="mes with method='paths' (use method='gumbel' for other surrogates)",
+        )
         return _paths_max_values(
             key,
             posterior,

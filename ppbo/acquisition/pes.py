@@ -16,9 +16,11 @@ sampled maximiser :math:`x^*_i` per hyperparameter sample :math:`\\theta_i`
     - \\tfrac12 \\log\\big(v_n^{(i)}(x \\mid x^*_i) + \\sigma_i^2\\big) \\Big].
 
 ``pes``'s ``fn`` returns one term of the sum (one hyperparameter sample);
-:func:`~ppbo.acquisition.evaluate` averages them. :math:`\\sigma_i^2` is the noise
-variance (``noise + JITTER``, as in ``models/gp.py``) and :math:`v_n^{(i)}(x)` the
-latent predictive variance.
+:func:`~ppbo.acquisition.evaluate` averages them. :math:`\\sigma_i^2` is the
+surrogate's per-point observation-noise variance at ``x`` (its declared ``noise``,
+:attr:`~ppbo.Capability.NOISE`) and :math:`v_n^{(i)}(x)` the latent predictive
+variance; the kernel, mean, lengthscales and signal variance come from its
+:class:`~ppbo.GPParts`.
 
 How :math:`v_n(x \\mid x^*)` is computed (§2.2 and Appendix B):
 
@@ -111,12 +113,11 @@ from ppbo.acquisition._derivatives import (
     derivative_covariance,
     functionals,
     kernel_function,
-    profile,
 )
 from ppbo.acquisition.base import Acquisition, Sample
-from ppbo.acquisition.rff import JITTER, sample_maxima
+from ppbo.acquisition.rff import sample_maxima
 from ppbo.linalg import cholesky
-from ppbo.surrogate import Posterior, Surrogate
+from ppbo.surrogate import Capability, Posterior, Surrogate
 
 __all__ = [
     "pes",
@@ -133,7 +134,9 @@ __all__ = [
     "variance_below_maximum",
 ]
 
-_SITES = ("lengthscale", "outputscale", "noise")
+#: What PES needs from a surrogate: a GP with twice-differentiable sample paths
+#: (gradients and Hessians at x*) and the per-point observation noise.
+REQUIRES = (Capability.GP, Capability.GP_DERIVATIVES, Capability.NOISE)
 _LOG_2PI = math.log(2.0 * math.pi)
 _FAR = -5.0  # below this alpha, hazard terms come from a continued fraction
 _CF_TERMS = 40
@@ -385,37 +388,29 @@ class PESState(NamedTuple):
     ep: EPResult
 
 
-def check_surrogate(surrogate: Surrogate) -> str:
-    """Raise ValueError unless PES can use ``surrogate``; return its kernel name.
+def check_surrogate(surrogate: Surrogate) -> None:
+    """Raise unless PES can use ``surrogate``.
 
-    PES needs a GP of ``models/gp.py`` (extras ``kernel_name`` and ``mean``) with
-    a kernel whose sample paths are twice differentiable.
+    PES needs the capabilities in :data:`REQUIRES`: :class:`~ppbo.GPParts` whose
+    kernel has smoothness above 2 (Matérn-5/2 or squared-exponential), and the
+    per-point noise.
+
+    Raises:
+        MissingCapabilityError: naming the first missing capability.
 
     Example:
         >>> from ppbo.models import gp
         >>> check_surrogate(gp.surrogate(kernel="rbf"))
-        'rbf'
+        >>> check_surrogate(gp.surrogate(kernel="matern32"))
+        Traceback (most recent call last):
+        ...
+        ppbo.surrogate.MissingCapabilityError: ... capability 'gp_derivatives' ...
     """
-    extras = surrogate.extras
-    kernel_name = extras.get("kernel_name")
-    if kernel_name is None or extras.get("mean") is None:
-        raise ValueError(
-            f"surrogate {surrogate.name!r} does not describe a GP: PES needs extras "
-            "'kernel_name' and 'mean' (as models/gp.py sets them)"
-        )
-    profile(kernel_name)  # raises for rough or unknown kernels
-    return kernel_name
+    surrogate.require(*REQUIRES, by="acquisition 'pes'")
 
 
-def _check_surrogate(posterior: Posterior) -> str:
-    kernel_name = check_surrogate(posterior.surrogate)
-    missing = [name for name in _SITES if name not in posterior.samples]
-    if missing:
-        raise ValueError(
-            f"PES needs a single-task GP with sites {_SITES}; surrogate "
-            f"{posterior.surrogate.name!r} lacks {missing}"
-        )
-    return kernel_name
+def _check_surrogate(posterior: Posterior) -> None:
+    check_surrogate(posterior.surrogate)
 
 
 def _indices(d: int) -> tuple[np.ndarray, int]:
@@ -431,19 +426,17 @@ class _Pieces(NamedTuple):
     k: Any  # kernel of two points in scaled coordinates
     mean: Any  # prior mean of a scaled point
     scale: jax.Array  # lengthscales
-    noise: jax.Array
 
 
 def _pieces(params, surrogate) -> _Pieces:
-    kernel_name = surrogate.extras["kernel_name"]
-    mean_fn = surrogate.extras["mean"]
-    lengthscale = params["lengthscale"]
-    k = kernel_function(kernel_name, jnp.ones_like(lengthscale), params["outputscale"])
+    gp = surrogate.gp.evaluate(params)
+    lengthscale = gp.lengthscale
+    k = kernel_function(gp.kernel, jnp.ones_like(lengthscale), gp.outputscale)
 
     def mean(u):
-        return mean_fn(params, (u * lengthscale)[None])[0]
+        return gp.mean((u * lengthscale)[None])[0]
 
-    return _Pieces(k, mean, lengthscale, params["noise"] + JITTER)
+    return _Pieces(k, mean, lengthscale)
 
 
 def _condition_one(params, data, surrogate, x_star, iterations, damping, tolerance):
@@ -456,7 +449,10 @@ def _condition_one(params, data, surrogate, x_star, iterations, damping, toleran
 
     # prior covariance of h = (y, hard functionals, z)
     K_yy = jax.vmap(lambda a: jax.vmap(lambda b: pieces.k(a, b))(U))(U)
-    K_yy = K_yy + pieces.noise * jnp.eye(n, dtype=K_yy.dtype)
+    # per-point observation noise of the data; C2's soft step uses the noise of an
+    # observation at x*
+    K_yy = K_yy + jnp.diag(surrogate.noise_one(params, data.X))
+    noise_star = surrogate.noise_one(params, x_star[None])[0]
     K_yf = jax.vmap(lambda a: cross_covariance(pieces.k, a, u_star))(U)[:, index]
     K_ff = derivative_covariance(pieces.k, u_star, u_star)[index][:, index]
     K = jnp.block([[K_yy, K_yf], [K_yf.T, K_ff]])
@@ -485,7 +481,7 @@ def _condition_one(params, data, surrogate, x_star, iterations, damping, toleran
         m0,
         L_z @ L_z.T,
         y_max,
-        pieces.noise,
+        noise_star,
         iterations=iterations,
         damping=damping,
         tolerance=tolerance,
@@ -777,7 +773,7 @@ def _predictive_entropy_search(sample: Sample, X: jax.Array, **_: Any) -> jax.Ar
     var, var_given = _variances_one(
         sample.params, sample.data, sample.surrogate, sample.aux, X
     )
-    noise = sample.params["noise"] + JITTER
+    noise = sample.noise(X)
     return 0.5 * (jnp.log(var + noise) - jnp.log(var_given + noise))
 
 
@@ -788,6 +784,7 @@ pes = Acquisition(
     prepare=_prepare,
     stochastic=True,
     num_samples=16,
+    requires=REQUIRES,
 )
 
 

@@ -36,8 +36,14 @@ eq. (9)): :math:`\\theta = \\theta_0 + \\Phi^\\top (\\Phi\\Phi^\\top +
 :math:`\\theta_0 \\sim N(0, I)`, :math:`\\varepsilon \\sim N(0, \\sigma_n^2 I)`;
 otherwise ``A`` is factorised directly (O(M^3)). Every path gets its own features.
 
-The noise variance is ``noise + JITTER``, as in ``models/gp.py``, so that the paths
-match the GP posterior that ``predict`` reports.
+The kernel, its smoothness (hence its spectral density), the prior mean, the
+lengthscales and the signal variance come from the surrogate's declared
+:class:`~ppbo.GPParts` (:attr:`~ppbo.Capability.GP`), and the observation noise from
+its per-point ``noise`` (:attr:`~ppbo.Capability.NOISE`): with a noise variance
+:math:`\\sigma_i^2` per observation, :math:`\\sigma_n^{-2}\\Phi^\top\\Phi` above
+becomes :math:`\\Phi^\top \\Sigma^{-1} \\Phi` and :math:`\\sigma_n^2 I` becomes
+:math:`\\Sigma = \\mathrm{diag}(\\sigma_i^2)`, so that the paths match the posterior
+that ``predict`` reports, for heteroscedastic models too.
 
 References:
     Rahimi and Recht (2007), "Random features for large-scale kernel machines".
@@ -63,11 +69,9 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import ndtr
 
 from ppbo.acquisition.base import Sample
-from ppbo.surrogate import Posterior
+from ppbo.surrogate import Posterior, StationaryKernel
 
 __all__ = [
-    "SPECTRAL_KERNELS",
-    "JITTER",
     "Features",
     "Paths",
     "spectral_smoothness",
@@ -80,42 +84,30 @@ __all__ = [
     "sample_maxima",
 ]
 
-#: Kernel names (``surrogate.extras["kernel_name"]``) with a spectral density here;
-#: matching ignores case and underscores, so the class names work too.
-SPECTRAL_KERNELS = ("matern12", "matern32", "matern52", "rbf", "squared_exponential")
-
-#: Added to the noise variance, as ``models.gp.JITTER`` is in the GP likelihood.
-JITTER = 1e-6
-
-_SMOOTHNESS = {
-    "matern12": 0.5,
-    "matern32": 1.5,
-    "matern52": 2.5,
-    "rbf": math.inf,
-    "squaredexponential": math.inf,
-}
-_SITES = ("lengthscale", "outputscale", "noise")
 _LR_DECAY = 1e-3  # the ascent's step size decays geometrically to lr * _LR_DECAY
 
 
-def spectral_smoothness(kernel_name: str) -> float:
-    """Matérn smoothness ``nu`` of a kernel name (``inf`` for squared-exponential).
+def spectral_smoothness(kernel: StationaryKernel) -> float:
+    """The Matérn smoothness ``nu`` of a kernel whose spectral density is sampled here.
+
+    Gaussian (``nu = inf``) and Matérn-nu with ``2 nu`` in {1, 3, 5}, whose
+    Student-t mixing variable is a sum of ``2 nu`` squared normals.
 
     Raises:
-        ValueError: for kernels without a spectral density here (``"linear"``,
-            sums and products, unknown names).
+        ValueError: for other smoothness values.
 
     Example:
-        >>> spectral_smoothness("matern52"), spectral_smoothness("rbf")
+        >>> from ppbo.models.kernels import Matern52, SquaredExponential
+        >>> spectral_smoothness(Matern52), spectral_smoothness(SquaredExponential)
         (2.5, inf)
     """
-    key = str(kernel_name).lower().replace("_", "")
-    if key not in _SMOOTHNESS:
+    nu = float(kernel.smoothness)
+    if not (math.isinf(nu) or (2 * nu in (1.0, 3.0, 5.0))):
         raise ValueError(
-            f"random Fourier features need a stationary kernel with a known spectral "
-            f"density, one of {SPECTRAL_KERNELS}; got kernel_name={kernel_name!r}"
+            "random Fourier features are drawn here for the squared-exponential and "
+            f"Matérn-1/2, 3/2 and 5/2 kernels; got smoothness nu={nu}"
         )
-    return _SMOOTHNESS[key]
+    return nu
 
 
 class Features(NamedTuple):
@@ -134,7 +126,7 @@ class Features(NamedTuple):
 
 def sample_features(
     key: jax.Array,
-    kernel_name: str,
+    kernel: StationaryKernel,
     lengthscale: Any,
     outputscale: Any,
     num_features: int,
@@ -143,7 +135,8 @@ def sample_features(
 
     Args:
         key: JAX PRNG key.
-        kernel_name: one of :data:`SPECTRAL_KERNELS`.
+        kernel: the unit-variance kernel (e.g. ``ppbo.models.kernels.Matern52``),
+            by its smoothness (see :func:`spectral_smoothness`).
         lengthscale: ARD lengthscales, shape (d,).
         outputscale: signal variance sigma_f^2, scalar.
         num_features: M.
@@ -152,14 +145,15 @@ def sample_features(
         :class:`Features` whose inner products approximate the kernel.
 
     Raises:
-        ValueError: for a kernel without a spectral density.
+        ValueError: for a kernel without a spectral density here.
 
     Example:
-        >>> features = sample_features(key, "matern52", jnp.ones(2), 1.0, 64)
+        >>> from ppbo.models.kernels import Matern52, SquaredExponential
+        >>> features = sample_features(key, Matern52, jnp.ones(2), 1.0, 64)
         >>> evaluate_features(features, jnp.zeros((3, 2))).shape
         (3, 64)
     """
-    nu = spectral_smoothness(kernel_name)
+    nu = spectral_smoothness(kernel)
     lengthscale = jnp.asarray(lengthscale)
     e = jax.random.normal(
         key, (num_features, _normals_per_feature(nu, lengthscale)), lengthscale.dtype
@@ -191,7 +185,8 @@ def evaluate_features(features: Features, X: jax.Array) -> jax.Array:
     """Feature matrix ``phi(X)``, shape (m, M), for points ``X`` (m, d).
 
     Example:
-        >>> features = sample_features(key, "rbf", jnp.ones(1), 2.0, 1000)
+        >>> from ppbo.models.kernels import SquaredExponential
+        >>> features = sample_features(key, SquaredExponential, jnp.ones(1), 2.0, 1000)
         >>> phi = evaluate_features(features, jnp.zeros((1, 1)))
         >>> bool(abs(phi @ phi.T - 2.0) < 0.3)
         True
@@ -233,13 +228,14 @@ def _path_values(
 
 def _theta_function_space(e, Phi, r, noise, mask):
     # Matheron's rule in the n-dimensional dual: an exact draw of the same
-    # Gaussian as _theta_weight_space. Padded rows of Phi, r and eps are zero, so
-    # the padded block decouples and contributes nothing. The eigenvalues of
-    # Phi Phi^T + noise I are at least noise >= JITTER, so no jitter loop is needed.
+    # Gaussian as _theta_weight_space. Padded rows of Phi, r and eps are zero (and
+    # their noise is 1), so the padded block decouples and contributes nothing. The
+    # eigenvalues of Phi Phi^T + diag(noise) are at least min(noise) > 0 (the
+    # models' noise includes their jitter), so no jitter loop is needed.
     n, M = Phi.shape
     theta0 = e[:M]
     eps = jnp.where(mask, jnp.sqrt(noise) * e[M:], 0.0)
-    L = jnp.linalg.cholesky(Phi @ Phi.T + noise * jnp.eye(n, dtype=Phi.dtype))
+    L = jnp.linalg.cholesky(Phi @ Phi.T + jnp.diag(noise))
     v = cho_solve((L, True), r - Phi @ theta0 - eps)
     return theta0 + Phi.T @ v
 
@@ -248,29 +244,10 @@ def _theta_weight_space(e, Phi, r, noise, mask):
     del mask  # padded rows of Phi and r are already zero
     M = Phi.shape[1]
     # A >= I, so its Cholesky factorisation cannot fail.
-    L = jnp.linalg.cholesky(Phi.T @ Phi / noise + jnp.eye(M, dtype=Phi.dtype))
-    mean = cho_solve((L, True), Phi.T @ r / noise)
+    Phi_scaled = Phi / noise[:, None]
+    L = jnp.linalg.cholesky(Phi.T @ Phi_scaled + jnp.eye(M, dtype=Phi.dtype))
+    mean = cho_solve((L, True), Phi_scaled.T @ r)
     return mean + solve_triangular(L.T, e[:M], lower=False)
-
-
-def _gp_pieces(sample: Sample):
-    extras = sample.surrogate.extras
-    kernel_name = extras.get("kernel_name")
-    mean_fn = extras.get("mean")
-    if kernel_name is None or mean_fn is None:
-        raise ValueError(
-            f"surrogate {sample.surrogate.name!r} does not describe a GP: random "
-            "Fourier features need extras 'kernel_name' and 'mean' (as models/gp.py "
-            "sets them)"
-        )
-    missing = [name for name in _SITES if name not in sample.params]
-    if missing:
-        raise ValueError(
-            f"random Fourier features need a single-task GP with sites {_SITES}; "
-            f"surrogate {sample.surrogate.name!r} lacks {missing}"
-        )
-    spectral_smoothness(kernel_name)  # raises early for e.g. "linear"
-    return kernel_name, mean_fn
 
 
 def sample_paths(
@@ -284,8 +261,7 @@ def sample_paths(
     Args:
         key: JAX PRNG key.
         sample: one posterior sample (see :class:`~ppbo.acquisition.Sample`) of a
-            surrogate whose ``extras`` hold ``"kernel_name"`` and ``"mean"`` and
-            whose sites include ``lengthscale``, ``outputscale`` and ``noise``.
+            surrogate that declares :class:`~ppbo.GPParts` and ``noise``.
         num_paths: P.
         num_features: M (1000 in the PES authors' code).
 
@@ -293,8 +269,10 @@ def sample_paths(
         :class:`Paths` with P paths.
 
     Raises:
-        ValueError: for kernels without a spectral density (``"linear"``, unknown
-            or composite kernels) or surrogates that are not single-task GPs.
+        MissingCapabilityError: for surrogates that declare no
+            :class:`~ppbo.GPParts` or no ``noise`` (multi-task GPs, linear or
+            composite kernels, models that are not GPs).
+        ValueError: for a kernel smoothness without a spectral density here.
 
     Example:
         >>> from ppbo.acquisition.base import Sample
@@ -304,19 +282,19 @@ def sample_paths(
         >>> evaluate_paths(paths, jnp.full((5, 2), 0.5)).shape
         (3, 5)
     """
-    kernel_name, mean_fn = _gp_pieces(sample)
+    gp = sample.gp()
     params = dict(sample.params)
     data = sample.data
-    noise = params["noise"] + JITTER
-    r = jnp.where(data.mask, data.y - mean_fn(params, data.X), 0.0)
+    noise = jnp.where(data.mask, sample.noise(data.X), 1.0)
+    r = jnp.where(data.mask, data.y - gp.mean(data.X), 0.0)
     draw_theta = (
         _theta_function_space
         if data.X.shape[0] <= num_features
         else _theta_weight_space
     )
 
-    nu = spectral_smoothness(kernel_name)
-    lengthscale = params["lengthscale"]
+    nu = spectral_smoothness(gp.kernel)
+    lengthscale = gp.lengthscale
     dtype = data.X.dtype
     n = data.X.shape[0]
     k_features, k_theta = jax.random.split(key)
@@ -329,13 +307,12 @@ def sample_paths(
     e_theta = jax.random.normal(k_theta, (num_paths, num_features + n), dtype)
 
     def one(e_features, e_theta):
-        features = _features_from_normals(
-            e_features, nu, lengthscale, params["outputscale"]
-        )
+        features = _features_from_normals(e_features, nu, lengthscale, gp.outputscale)
         Phi = jnp.where(data.mask[:, None], evaluate_features(features, data.X), 0.0)
         return features, draw_theta(e_theta, Phi, r, noise, data.mask)
 
     features, theta = jax.vmap(one)(e_features, e_theta)
+    mean_fn = sample.surrogate.gp.mean
     return Paths(features=features, theta=theta, params=params, mean_fn=mean_fn)
 
 

@@ -5,27 +5,27 @@ the posterior. Under a hyperparameter posterior, a draw from the marginal poster
 of ``f`` is obtained by first drawing a hyperparameter sample ``i`` and then a path
 ``f ~ p(f | D, theta_i)``; the paths are random-Fourier-feature approximations
 (:mod:`ppbo.acquisition.rff`), one per hyperparameter sample, as in
-Hernández-Lobato, Hoffman and Ghahramani (2014, Appendix A).
+Hernández-Lobato, Hoffman and Ghahramani (2014, Appendix A), for surrogates that
+declare :class:`~ppbo.GPParts` and ``noise``; other surrogates bring their own
+:class:`~ppbo.surrogate.PathSampler` (:attr:`~ppbo.Capability.SAMPLE_PATHS`, e.g. the
+exact weight draws of a Bayesian linear model), and anything else is refused with a
+:class:`~ppbo.MissingCapabilityError`.
 
-How a campaign uses it:
+How a campaign uses it: :data:`thompson` is Thompson sampling in the
+:class:`~ppbo.acquisition.Acquisition` contract. It ``draws_sample``, so
+:func:`~ppbo.acquisition.bind` (and with it :func:`ppbo.optimize_acquisition` and a
+campaign) draws ONE hyperparameter sample uniformly from ``key``, ``prepare`` draws
+ONE path of it, and the acquisition's value at ``X`` is that path's value: its
+maximiser is a draw of the maximiser of f from the marginal posterior. Averaging
+the paths of all samples instead would give a smoother random function near the
+posterior mean, not a Thompson sample. ``per_sample(thompson, posterior, X,
+key=key)`` has shape (1, m); the same key gives the same sample and path. Options:
+``key`` (required) and ``num_features`` (M, default 1000).
 
-- :func:`thompson_point` is Thompson sampling: per step it draws one
-  hyperparameter sample uniformly, one path of it, and returns that path's
-  maximiser (over given candidates, or in the unit cube by dense random search and
-  projected gradient ascent). Use ``fold_in(root, t)`` as the key of step ``t``.
-- :data:`thompson` is the same thing in the :class:`~ppbo.acquisition.Acquisition`
-  contract: ``per_sample(thompson, posterior, X, key=key)`` gives each
-  hyperparameter sample's path at ``X``, shape (s, m) (the paths are drawn once per
-  call by ``prepare``, or once per :func:`~ppbo.acquisition.bind`; the same key
-  gives the same paths). ``evaluate`` averages the s paths, which is a smoother
-  random function, NOT a Thompson sample; with a single-sample posterior (MAP,
-  Fixed) the two coincide. So, to follow Thompson sampling with the acquisition
-  optimiser, draw the hyperparameter sample first::
-
-      i = int(jax.random.randint(key_i, (), 0, posterior.num_samples))
-      X, _ = ppbo.optimize_acquisition(thompson, posterior.sample(i), key_opt)
-
-  Options: ``key`` (required) and ``num_features`` (M, default 1000).
+:func:`thompson_point` does the same in one compiled call: one sample, one path
+and the path's maximiser (over given candidates, or in the unit cube by dense
+random search and projected gradient ascent). Use ``fold_in(root, t)`` as the key
+of step ``t``.
 
 Example:
     >>> from ppbo.acquisition import per_sample
@@ -33,6 +33,7 @@ Example:
     >>> X = jnp.full((3, 2), 0.5)
     >>> per_sample(thompson, posterior, X, key=key, num_features=128).shape
     (1, 3)
+    >>> X_t, _ = ppbo.optimize_acquisition(thompson, posterior, key, num_raw=64)
 
 References:
     Thompson (1933), "On the likelihood that one unknown probability exceeds
@@ -53,27 +54,71 @@ import jax.numpy as jnp
 import numpy as np
 
 from ppbo.acquisition.base import Acquisition, Sample
-from ppbo.acquisition.rff import (
-    evaluate_paths,
-    maximize_paths,
-    sample_paths,
-    sample_posterior_paths,
-)
-from ppbo.surrogate import Posterior
+from ppbo.acquisition.rff import evaluate_paths, maximize_paths, sample_paths
+from ppbo.surrogate import Capability, MissingCapabilityError, Posterior, Surrogate
 
 __all__ = ["thompson", "thompson_point"]
 
 
+def _path_functions(surrogate: Surrogate):
+    """``(draw(key, sample, num_features), evaluate(paths, X))`` for one path.
+
+    GPs get random-feature paths (:mod:`ppbo.acquisition.rff`); other surrogates
+    their declared :class:`~ppbo.surrogate.PathSampler`.
+    """
+    have = surrogate.capabilities
+    if {Capability.GP, Capability.NOISE} <= have:
+
+        def draw_gp(key, sample, num_features):
+            return sample_paths(key, sample, 1, num_features)
+
+        return draw_gp, evaluate_paths
+    if Capability.SAMPLE_PATHS not in have:
+        raise MissingCapabilityError(
+            "acquisition 'thompson' needs the surrogate capability 'sample_paths' "
+            "(a PathSampler), or 'gp' and 'noise' for random-Fourier-feature "
+            f"paths; surrogate {surrogate.name!r} declares neither"
+        )
+    sampler = surrogate.paths
+
+    def draw(key, sample, num_features):
+        del num_features
+        return sampler.draw(key, sample.params, sample.data, sample.cache, 1)
+
+    return draw, sampler.evaluate
+
+
+@partial(jax.jit, static_argnames=("num_features",))
+def _draw(key, posterior: Posterior, num_features: int):
+    draw, _ = _path_functions(posterior.surrogate)
+
+    def one(key, params, cache):
+        sample = Sample(params, cache, posterior.data, posterior.surrogate)
+        return draw(key, sample, num_features)
+
+    keys = jax.random.split(key, posterior.num_samples)
+    return jax.vmap(one)(keys, posterior.samples, posterior.cache)
+
+
 def _prepare(key: jax.Array, posterior: Posterior, *, num_features: int = 1000, **_):
-    return sample_posterior_paths(key, posterior, 1, num_features)
+    _path_functions(posterior.surrogate)  # refuse before tracing
+    return _draw(key, posterior, int(num_features))
 
 
 def _thompson(sample: Sample, X: jax.Array, **_: Any) -> jax.Array:
-    return evaluate_paths(sample.aux, X)[0]
+    _, evaluate = _path_functions(sample.surrogate)
+    return evaluate(sample.aux, X)[0]
 
 
-#: Thompson-sampling values, one RFF posterior path per hyperparameter sample.
-thompson = Acquisition("thompson", _thompson, prepare=_prepare, stochastic=True)
+#: Thompson sampling: the values of one RFF posterior path of one hyperparameter
+#: sample, both drawn from the key.
+thompson = Acquisition(
+    "thompson",
+    _thompson,
+    prepare=_prepare,
+    stochastic=True,
+    draws_sample=True,
+)
 
 
 @partial(
@@ -164,6 +209,7 @@ def thompson_point(
         >>> x.shape, bool(jnp.all((x >= 0) & (x <= 1)))
         ((2,), True)
     """
+    posterior.surrogate.require(Capability.GP, Capability.NOISE, by="thompson_point")
     dim = posterior.data.dim
     discrete = not isinstance(candidates, numbers.Integral)
     if discrete:

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ppbo.acquisition.base import default_acquisition
 from ppbo.campaign import registry
 from ppbo.campaign.codec import (
     check_compatible,
@@ -198,6 +199,8 @@ class Optimizer:
             n_initial = max(3, 2 * len(space))
         surrogate, surrogate_spec = registry.resolve_surrogate(surrogate)
         inference, inference_spec = registry.resolve_inference(inference)
+        if acquisition is None:
+            acquisition = default_acquisition(surrogate)
         acquisition, acquisition_spec = registry.resolve_acquisition(acquisition)
         _check_acquisition(surrogate, acquisition, acquisition_samples)
         from ppbo.storage import open_storage
@@ -531,7 +534,7 @@ class Optimizer:
         return data, (out.shift, out.scale)
 
     def _suggest(self, key, data, q, pending, task):
-        from ppbo.surrogate import DiagnosticWarning
+        from ppbo.inference.diagnostics import DiagnosticWarning
 
         start = time.perf_counter()
         result = step(
@@ -801,12 +804,7 @@ def _check_arguments(direction, initial_design, n_initial, seed, name) -> None:
 
 
 def _check_acquisition(surrogate, acquisition, acquisition_samples) -> None:
-    from ppbo.acquisition import pes
-
-    if acquisition is pes:
-        from ppbo.acquisition.pes import check_surrogate
-
-        check_surrogate(surrogate)
+    surrogate.require(*acquisition.requires, by=f"acquisition {acquisition.name!r}")
     if acquisition_samples is not None and (
         isinstance(acquisition_samples, bool)
         or not isinstance(acquisition_samples, numbers.Integral)

@@ -11,14 +11,52 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from ppbo.surrogate import Diagnostics, Posterior
+    from ppbo.surrogate import Posterior
 
-__all__ = ["to_arviz", "diagnose", "arviz_major_version"]
+__all__ = [
+    "Diagnostics",
+    "DiagnosticWarning",
+    "to_arviz",
+    "diagnose",
+    "arviz_major_version",
+]
+
+
+class DiagnosticWarning(UserWarning):
+    """An MCMC diagnostic (R-hat, ESS, divergences, tree depth) looks poor."""
+
+
+class Diagnostics(NamedTuple):
+    """Convergence diagnostics of a posterior, per hyperparameter site.
+
+    Built by :func:`diagnose` (``posterior.diagnostics()``).
+
+    Attributes:
+        rhat: site -> split R-hat (max over the site's elements), NaN if undefined.
+        ess_bulk: site -> bulk effective sample size (min over elements).
+        ess_tail: site -> tail effective sample size (min over elements).
+        num_divergences: number of divergent transitions after warm-up.
+        num_max_tree_depth: post-warm-up NUTS iterations that hit the depth limit.
+        warnings: human-readable messages for everything that looks poor.
+
+    Example:
+        >>> report = Diagnostics({}, {}, {}, 0, 0, ())
+        >>> report.num_divergences
+        0
+    """
+
+    rhat: dict[str, float]
+    ess_bulk: dict[str, float]
+    ess_tail: dict[str, float]
+    num_divergences: int
+    num_max_tree_depth: int
+    warnings: tuple[str, ...]
+
 
 #: Thresholds above/below which a diagnostic is reported (Vehtari et al. 2021).
 RHAT_MAX = 1.01
@@ -150,8 +188,6 @@ def diagnose(posterior: Posterior) -> Diagnostics:
         0
     """
     import arviz as az
-
-    from ppbo.surrogate import Diagnostics
 
     chains = posterior.num_chains
     rhat, ess_bulk, ess_tail = {}, {}, {}

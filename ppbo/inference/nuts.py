@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-import numpyro.infer
+from numpyro.infer import NUTS as _NumPyroNUTS
 
 from ppbo.data import Dataset
 from ppbo.inference import _mcmc
@@ -45,7 +45,7 @@ class _NutsKernel:
     target_accept_prob: float
 
     def __call__(self, model, warm):
-        return numpyro.infer.NUTS(
+        return _NumPyroNUTS(
             model,
             step_size=warm["step_size"],
             inverse_mass_matrix=warm["inverse_mass_matrix"],

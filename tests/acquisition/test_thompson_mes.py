@@ -218,21 +218,72 @@ def three_sample_posterior(gp_posterior):
     return ppbo.Posterior(surrogate, samples, base.data, cache=cache)
 
 
-def test_thompson_gives_one_path_per_sample(three_sample_posterior):
+def test_thompson_evaluates_one_path_of_one_sample(three_sample_posterior):
     posterior = three_sample_posterior
     X = np.random.default_rng(2).random((5, 2))
     key = jax.random.key(3)
     values = per_sample(thompson, posterior, X, key=key, num_features=256)
-    assert values.shape == (3, 5)
+    assert values.shape == (1, 5)
     assert np.all(np.isfinite(np.asarray(values)))
     again = per_sample(thompson, posterior, X, key=key, num_features=256)
     np.testing.assert_array_equal(values, again)
+    mean = evaluate(thompson, posterior, X, key=key, num_features=256)
+    np.testing.assert_array_equal(mean, values[0])
     other = per_sample(thompson, posterior, X, key=jax.random.key(4), num_features=256)
     assert not np.allclose(values, other)
-    # the paths interpolate the (nearly noise-free) data of every sample
+    # the path interpolates the (nearly noise-free) data
     X_data, y, _ = posterior.data.unpadded()
     at_data = per_sample(thompson, posterior, X_data, key=key, num_features=256)
     np.testing.assert_allclose(at_data, np.broadcast_to(y, at_data.shape), atol=0.15)
+
+
+def _one_dimensional_posterior():
+    """A 1-D GP with two hyperparameter samples of different lengthscales and
+    means, conditioned on three points, so that the maximiser is spread out."""
+    X = np.array([[0.15], [0.5], [0.8]])
+    y = np.array([0.3, -0.2, 0.4])
+    data = ppbo.Dataset(X, y)
+    surrogate = gp.surrogate(kernel="rbf", mean="constant")
+    samples = {
+        "lengthscale": jnp.array([[0.12], [0.3]]),
+        "outputscale": jnp.array([1.0, 0.6]),
+        "noise": jnp.array([1e-4, 1e-2]),
+        "mean": jnp.array([0.0, 0.5]),
+    }
+    cache = jax.vmap(lambda p: surrogate.prepare(p, data))(samples)
+    return ppbo.Posterior(surrogate, samples, data, cache=cache)
+
+
+def test_thompson_suggestions_are_distributed_as_the_sampled_maximisers():
+    # Reference: exact joint draws of the GP on a dense grid (sample_f, one
+    # hyperparameter sample chosen uniformly per draw by pooling equal numbers of
+    # draws of both), their argmax by brute force. Thompson sampling through the
+    # acquisition optimiser must pick points with the same distribution; the mean
+    # of the paths of both samples would concentrate near the posterior-mean
+    # maximiser instead.
+    posterior = _one_dimensional_posterior()
+    grid = np.linspace(0.0, 1.0, 401)[:, None]
+    draws = np.asarray(posterior.sample_f(jax.random.key(11), grid, num=2000))
+    reference = grid[np.argmax(draws, axis=-1).ravel(), 0]
+    num = 300
+    keys = jax.random.split(jax.random.key(12), num)
+    suggested = np.array(
+        [
+            ppbo.optimize_acquisition(
+                thompson, posterior, k, num_raw=256, num_restarts=1, max_iterations=0
+            )[0][0, 0]
+            for k in keys
+        ]
+    )
+    edges = np.array([0.0, 0.1, 0.3, 0.45, 0.65, 0.9, 1.0])
+    p_ref = np.histogram(reference, edges)[0] / reference.size
+    p_ts = np.histogram(suggested, edges)[0] / num
+    assert np.max(p_ref) < 0.6  # the maximiser is spread: the test can fail
+    # binomial Monte Carlo error of both frequencies, plus the RFF and raw-grid
+    # approximation (1000 features, 256 points)
+    sd = np.sqrt(p_ref * (1 - p_ref) / num + p_ref * (1 - p_ref) / reference.size)
+    np.testing.assert_array_less(np.abs(p_ts - p_ref), 4 * sd + 0.03)
+    assert np.std(suggested) == pytest.approx(np.std(reference), rel=0.15)
 
 
 def test_thompson_point_in_the_unit_cube(three_sample_posterior):
