@@ -14,6 +14,7 @@ every fit with transformed sites: ``numpyro.factor`` looks up
 from __future__ import annotations
 
 import sys
+import warnings
 
 
 def bind_submodules(package: str = "numpyro") -> list[str]:
@@ -49,3 +50,29 @@ def bind_submodules(package: str = "numpyro") -> list[str]:
             setattr(parent, child, module)
             repaired.append(name)
     return repaired
+
+
+def import_arviz():
+    """ArviZ, imported without the notice ArviZ 0.23 prints on import.
+
+    ArviZ 0.23 announces its 1.x refactor with a ``FutureWarning`` when it is first
+    imported; ppbo imports ArviZ lazily (diagnostics, netCDF output), so the notice
+    would otherwise appear in the middle of a campaign's progress bar. Other
+    warnings are untouched.
+
+    Returns:
+        The ``arviz`` module.
+
+    Example:
+        >>> from ppbo._compat import import_arviz
+        >>> import_arviz().__name__
+        'arviz'
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore",
+            message=r"\s*ArviZ is undergoing a major refactor",
+            category=FutureWarning,
+        )
+        import arviz
+    return arviz

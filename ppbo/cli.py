@@ -91,7 +91,9 @@ def _demo(args: argparse.Namespace) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    import arviz as az
+    from ppbo._compat import import_arviz
+
+    az = import_arviz()
     import matplotlib
 
     matplotlib.use("Agg")

@@ -44,8 +44,10 @@ def db(tmp_path_factory):
 
 def test_run_show_resume(cli, db, tmp_path_factory):
     small = ["--samples", "16", "--n-initial", "3", "--storage", db, "--quiet"]
-    out = cli("run", "branin", "--budget", "5", "--name", "b", *small).stdout
+    result = cli("run", "branin", "--budget", "5", "--name", "b", *small)
+    out = result.stdout
     assert "campaign 'b': 5 trials" in out and "regret of the best point" in out
+    assert "Warning" not in result.stderr, result.stderr  # no third-party chatter
     folder = os.path.dirname(db)
     assert os.path.exists(os.path.join(folder, "b-convergence.png"))
     assert os.path.exists(os.path.join(folder, "b-posterior.nc"))

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from ppbo._compat import import_arviz
+
 if TYPE_CHECKING:
     from ppbo.surrogate import Posterior
 
@@ -81,7 +83,7 @@ def arviz_major_version() -> int:
         >>> arviz_major_version() in (0, 1)
         True
     """
-    import arviz
+    arviz = import_arviz()
 
     return int(arviz.__version__.split(".")[0])
 
@@ -105,7 +107,7 @@ def to_arviz(posterior: Posterior) -> Any:
     Example:
         >>> idata = to_arviz(posterior)  # then az.summary(idata), az.plot_trace(idata)
     """
-    import arviz as az
+    az = import_arviz()
 
     chains = posterior.num_chains
     samples = {
@@ -161,7 +163,7 @@ def _site_stat(fn, draws: np.ndarray, reduce) -> float:
 
 
 def _split_rhat(x: np.ndarray) -> float:
-    import arviz as az
+    az = import_arviz()
 
     if x.shape[0] == 1:
         # ArviZ needs two chains; a single chain is split in halves, which is what
@@ -187,7 +189,7 @@ def diagnose(posterior: Posterior) -> Diagnostics:
         >>> diagnose(posterior).num_max_tree_depth
         0
     """
-    import arviz as az
+    az = import_arviz()
 
     chains = posterior.num_chains
     rhat, ess_bulk, ess_tail = {}, {}, {}
