@@ -655,15 +655,15 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``ppbo`` command.
-
-    Example:
-        >>> # $ ppbo run branin --budget 30
-        >>> # $ ppbo show branin-ei-seed0
-    """
+def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ppbo", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
+    _campaign_commands(commands)
+    _ask_tell_commands(commands)
+    return parser
+
+
+def _campaign_commands(commands) -> None:
 
     run = commands.add_parser("run", help="run a campaign on a built-in benchmark")
     run.add_argument("problem", help="benchmark name, e.g. branin, hartmann6")
@@ -697,6 +697,8 @@ def main(argv: list[str] | None = None) -> int:
     _model_options(create)
     _storage_option(create)
 
+
+def _ask_tell_commands(commands) -> None:
     ask = commands.add_parser("ask", help="suggest trials; prints JSON")
     ask.add_argument("name")
     ask.add_argument("--n", type=int, default=1)
@@ -732,7 +734,15 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--out", default=os.environ.get("PPBO_OUT", "ppbo-output"))
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``ppbo`` command.
+
+    Example:
+        >>> # $ ppbo run branin --budget 30
+        >>> # $ ppbo show branin-ei-seed0
+    """
+    args = _parser().parse_args(argv)
     handlers = {
         "run": _run,
         "resume": _resume,
