@@ -19,7 +19,7 @@ from ppbo.campaign import (
     suggest,
 )
 from ppbo.data import Dataset, bucket_capacity
-from ppbo.inference import MAP, NUTS, Fixed, Inference, Slice, fit
+from ppbo.inference import MAP, NUTS, Fixed, Inference, Slice, Train, fit
 from ppbo.inference.diagnostics import Diagnostics, DiagnosticWarning
 from ppbo.linalg import CholeskyError
 from ppbo.optimize import Recommendation, optimize_acquisition, recommend
@@ -49,6 +49,7 @@ __all__ = [
     "Slice",
     "MAP",
     "Fixed",
+    "Train",
     "acquisition",
     "optimize_acquisition",
     "recommend",

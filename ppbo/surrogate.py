@@ -229,10 +229,17 @@ class Surrogate:
     Surrogates compare and hash by identity, so compiled fits and acquisitions are
     reused for as long as the same object is used (build it once per campaign).
 
+    A surrogate is fitted either from a NumPyro program (``model``, by NUTS, the
+    slice sampler, MAP or fixed values) or by its own ``trainer`` (random
+    forests, bootstrap ensembles), with :class:`ppbo.Train`. Either way its
+    samples are arrays with a leading sample axis ``s`` (hyperparameter samples
+    or ensemble members), so posteriors predict, store and resume alike.
+
     Args:
         model: NumPyro function ``model(data, **options)`` with ``numpyro.sample``
             sites for the hyperparameters and an observation site for ``data.y``.
-            It must ignore rows where ``data.mask`` is False.
+            It must ignore rows where ``data.mask`` is False. None when
+            ``trainer`` is given.
         predict: ``predict(params, data, X[, cache]) -> (mean, var)`` for one
             hyperparameter sample: latent means and variances at ``X`` (m, d), each
             of shape (m,). It receives ``cache`` only when ``prepare`` is given.
@@ -260,6 +267,12 @@ class Surrogate:
             appending fantasised observations conditions them
             (:attr:`Capability.CONDITIONING`); False for surrogates with their own
             trainer, whose batches must be asked one point at a time.
+        trainer: optional ``trainer(key, data) -> samples``, used instead of a
+            NumPyro program: a pure, jit-compatible function of a PRNG key and the
+            padded :class:`~ppbo.Dataset` (it must ignore rows where ``data.mask``
+            is False) returning a dict of float64 arrays with a common leading
+            axis ``s`` (e.g. ensemble members). Fitted by :class:`ppbo.Train`;
+            ``model`` must then be None.
 
     Example:
         >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -271,10 +284,25 @@ class Surrogate:
         >>> surrogate = Surrogate(model=model, predict=predict, name="constant")
         >>> sorted(c.value for c in surrogate.capabilities)
         ['conditioning']
+
+        A surrogate with its own trainer: an ensemble of ``s = 4`` constants, each
+        the mean of a bootstrap resample of the observed rows.
+
+        >>> import jax
+        >>> def trainer(key, data):
+        ...     def member(key):
+        ...         rows = jax.random.choice(key, data.capacity, (data.capacity,),
+        ...                                  p=data.mask / data.mask.sum())
+        ...         return {"c": jnp.mean(data.y[rows])}
+        ...     return jax.vmap(member)(jax.random.split(key, 4))
+        >>> ensemble = Surrogate(trainer=trainer, predict=predict,
+        ...                      conditioning=False, name="bootstrap_constant")
+        >>> sorted(c.value for c in ensemble.capabilities)
+        []
     """
 
-    model: Callable[..., None]
-    predict: Callable[..., tuple[jax.Array, jax.Array]]
+    model: Callable[..., None] | None = None
+    predict: Callable[..., tuple[jax.Array, jax.Array]] | None = None
     prepare: Callable[[Params, Dataset], Any] | None = None
     predict_joint: Callable[..., tuple[jax.Array, jax.Array]] | None = None
     name: str = "custom"
@@ -285,10 +313,24 @@ class Surrogate:
     gp: GPParts | None = None
     paths: PathSampler | None = None
     conditioning: bool = True
+    trainer: Callable[[jax.Array, Dataset], Mapping[str, jax.Array]] | None = None
 
     def __post_init__(self) -> None:
-        if not callable(self.model):
-            raise TypeError(f"Surrogate.model must be callable, got {self.model!r}")
+        if self.trainer is not None:
+            if not callable(self.trainer):
+                raise TypeError(
+                    f"Surrogate.trainer must be callable, got {self.trainer!r}"
+                )
+            if self.model is not None:
+                raise TypeError(
+                    "a Surrogate has either a NumPyro model or its own trainer, "
+                    f"not both: got model={self.model!r} and trainer={self.trainer!r}"
+                )
+        elif not callable(self.model):
+            raise TypeError(
+                "Surrogate.model must be callable (or give a trainer), got "
+                f"{self.model!r}"
+            )
         if not callable(self.predict):
             raise TypeError(f"Surrogate.predict must be callable, got {self.predict!r}")
         if self.noise is not None and not callable(self.noise):

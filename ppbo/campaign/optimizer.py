@@ -131,7 +131,8 @@ class Optimizer:
             constant mean) or ``"gp-<kernel>"`` (``rbf``, ``matern32``, ...).
         inference: ``ppbo.MAP()`` (default, chosen by measured regret; see
             benchmarks/README.md), ``NUTS`` (fully Bayesian), ``Slice``,
-            ``Fixed``, or ``"map"``, ``"nuts"``, ``"slice"``.
+            ``Fixed``, or ``"map"``, ``"nuts"``, ``"slice"``; ``ppbo.Train()``
+            (the default) for a surrogate with its own trainer.
         acquisition: an :class:`~ppbo.acquisition.Acquisition` or its name
             (default: ``"log_ei"``, chosen by measured regret; see
             benchmarks/README.md. ``"pes"`` is Predictive Entropy Search).
@@ -198,6 +199,10 @@ class Optimizer:
         if n_initial is None:
             n_initial = max(3, 2 * len(space))
         surrogate, surrogate_spec = registry.resolve_surrogate(surrogate)
+        if inference is None and surrogate.trainer is not None:
+            from ppbo.inference import Train
+
+            inference = Train()
         inference, inference_spec = registry.resolve_inference(inference)
         if acquisition is None:
             acquisition = default_acquisition(surrogate)

@@ -99,6 +99,7 @@ INFERENCES: dict[str, _InferenceEntry] = {
     "nuts": _InferenceEntry("NUTS", _mcmc_counts(1.0)),
     "slice": _InferenceEntry("Slice", _mcmc_counts(0.5)),
     "fixed": _InferenceEntry("Fixed", lambda samples: {}, by_name=False),
+    "train": _InferenceEntry("Train", lambda samples: {}, by_name=False),
 }
 
 

@@ -14,9 +14,10 @@ from ppbo.inference.fixed import Fixed
 from ppbo.inference.map import MAP
 from ppbo.inference.nuts import NUTS
 from ppbo.inference.slice import Slice, SliceKernel
+from ppbo.inference.train import Train
 from ppbo.surrogate import Posterior, Surrogate
 
-__all__ = ["Inference", "fit", "NUTS", "Slice", "SliceKernel", "MAP", "Fixed"]
+__all__ = ["Inference", "fit", "NUTS", "Slice", "SliceKernel", "MAP", "Fixed", "Train"]
 
 
 class Inference(Protocol):
@@ -39,7 +40,8 @@ def fit(
         surrogate: the model (e.g. ``ppbo.models.gp.surrogate()``).
         data: observations in model space.
         inference: ``ppbo.NUTS(...)``, ``ppbo.Slice(...)``, ``ppbo.MAP(...)``,
-            ``ppbo.Fixed(...)`` or any object with a ``fit(key, surrogate, data)``.
+            ``ppbo.Fixed(...)``, ``ppbo.Train()`` (surrogates with their own
+            trainer) or any object with a ``fit(key, surrogate, data)``.
         key: JAX PRNG key.
         init: previous posterior of the same surrogate; MCMC backends warm-start
             their positions and adaptation from it.
@@ -48,7 +50,9 @@ def fit(
         A :class:`~ppbo.Posterior`.
 
     Raises:
-        TypeError: for arguments of the wrong type.
+        TypeError: for arguments of the wrong type, and for a NumPyro-based
+            inference (NUTS, Slice, MAP, Fixed) on a surrogate that brings its
+            own trainer.
         ValueError: from ``surrogate.check_data`` for data the model cannot use.
 
     Example:
@@ -66,6 +70,12 @@ def fit(
         raise TypeError(f"data must be a ppbo.Dataset, got {type(data).__name__}")
     if not callable(getattr(inference, "fit", None)):
         raise TypeError(f"inference must have a fit method, got {inference!r}")
+    numpyro_based = (NUTS, Slice, MAP, Fixed)
+    if surrogate.trainer is not None and isinstance(inference, numpyro_based):
+        raise TypeError(
+            f"surrogate {surrogate.name!r} brings its own trainer and has no NumPyro "
+            f"model for {type(inference).__name__}; fit it with ppbo.Train()"
+        )
     if surrogate.check_data is not None:
         surrogate.check_data(data)
     if init is not None and isinstance(inference, (NUTS, Slice)):
