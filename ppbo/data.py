@@ -1,7 +1,9 @@
 """Observations as a validated, padded pytree.
 
 A :class:`Dataset` holds the inputs ``X`` (n, d), outputs ``y`` (n,) and integer task
-ids of a campaign, padded to a capacity bucket with a boolean ``mask``. Every array
+ids of a campaign, padded to a capacity bucket with a boolean ``mask``, and optional
+structured fields: duels (pairs of row indices, padded to a bucket of their own with
+``duel_mask``), per-row anchor flags and per-row source ids. Every array
 keeps its shape while the number of observations grows inside a bucket, so the
 compiled fit and acquisition code is reused when one observation is added.
 """
@@ -80,6 +82,58 @@ def _check_finite(name: str, array: np.ndarray) -> None:
         )
 
 
+def _per_row(name: str, value: Any, n: int) -> np.ndarray:
+    array = np.asarray(value)
+    if array.shape != (n,):
+        raise ValueError(
+            f"{name} must have shape ({n},), one value per row, got shape {array.shape}"
+        )
+    return array
+
+
+def _integers(name: str, array: np.ndarray) -> np.ndarray:
+    if not np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_:
+        raise ValueError(f"{name} must hold integers, got dtype {array.dtype}")
+    return array.astype(np.int32)
+
+
+def _padded_duels(
+    duels: Any, n: int, duel_capacity: int | None
+) -> tuple[jax.Array, jax.Array]:
+    duels = np.asarray(duels)
+    if duels.size == 0:
+        duels = duels.reshape(0, 2)
+    if duels.ndim != 2 or duels.shape[1] != 2:
+        raise ValueError(
+            f"duels must have shape (m, 2), pairs of row indices, got shape "
+            f"{duels.shape}"
+        )
+    duels = _integers("duels", duels)
+    bad = (duels < 0) | (duels >= n)
+    if bad.any():
+        k, j = (int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"duels must index rows in [0, {n}), got duels[{k}, {j}] = {duels[k, j]}"
+        )
+    same = duels[:, 0] == duels[:, 1]
+    if same.any():
+        k = int(np.argmax(same))
+        raise ValueError(
+            f"a duel compares two different rows, got duels[{k}] = {duels[k].tolist()}"
+        )
+    m = duels.shape[0]
+    if duel_capacity is None:
+        duel_capacity = bucket_capacity(m)
+    elif int(duel_capacity) < m:
+        raise ValueError(
+            f"duel_capacity must be >= m = {m} duels, got duel_capacity={duel_capacity}"
+        )
+    pad = int(duel_capacity) - m
+    padded = np.concatenate([duels, np.zeros((pad, 2), np.int32)])
+    mask = np.arange(int(duel_capacity)) < m
+    return jnp.asarray(padded), jnp.asarray(mask)
+
+
 class Dataset:
     """Observations ``(X, y, task)`` padded to a capacity bucket with a mask.
 
@@ -88,15 +142,30 @@ class Dataset:
     must ignore them (the GP models give them unit, independent variance and zero
     residual, which leaves the likelihood unchanged).
 
+    The optional fields are None when not given (and then no pytree leaves, so
+    code that ignores them compiles as before); when given they are padded like
+    the rest: ``anchor`` with False, ``source`` with -1 and ``duels`` with rows
+    ``[0, 0]`` whose ``duel_mask`` is False, to ``duel_capacity`` (by default
+    ``bucket_capacity(m)``).
+
     Args:
         X: inputs, shape (n, d), float64 (Python lists of numbers are accepted).
         y: outputs, shape (n,), float64.
         task: integer task id per observation, shape (n,); ``None`` means task 0.
         capacity: padded size; defaults to ``bucket_capacity(n)``.
+        duels: optional pairs of row indices, shape (m, 2): row ``duels[k, 0]``
+            was preferred to row ``duels[k, 1]``; indices in ``[0, n)``, distinct.
+        anchor: optional per-row anchor flags, bool, shape (n,).
+        source: optional per-row source ids, integer, shape (n,); -1 marks the
+            target task, ``0, 1, ...`` the source tasks.
+        duel_capacity: padded number of duels; defaults to ``bucket_capacity(m)``.
 
     Raises:
         ValueError: for empty data, wrong shapes, non-float64 arrays, NaN or inf
-            values, negative or non-integer task ids, or a capacity below ``n``.
+            values, negative or non-integer task ids, or a capacity below ``n``;
+            for optional fields of the wrong shape or dtype, duel indices out of
+            range or equal, source ids below -1 and a duel capacity below ``m``,
+            naming the field and the value.
         RuntimeError: if JAX is not in 64-bit mode.
 
     Example:
@@ -107,14 +176,21 @@ class Dataset:
         (5, 8, 2)
         >>> data.append([[0.5, 0.5]], [1.0]).capacity
         8
+        >>> duels = Dataset(np.random.rand(3, 1), np.zeros(3), duels=[[0, 1], [2, 1]])
+        >>> duels.duels.shape, duels.duel_mask.tolist()[:3], duels.anchor is None
+        ((8, 2), [True, True, False], True)
     """
 
-    __slots__ = ("X", "y", "task", "mask")
+    __slots__ = ("X", "y", "task", "mask", "duels", "duel_mask", "anchor", "source")
 
     X: jax.Array
     y: jax.Array
     task: jax.Array
     mask: jax.Array
+    duels: jax.Array | None
+    duel_mask: jax.Array | None
+    anchor: jax.Array | None
+    source: jax.Array | None
 
     def __init__(
         self,
@@ -123,6 +199,10 @@ class Dataset:
         task: Any = None,
         *,
         capacity: int | None = None,
+        duels: Any = None,
+        anchor: Any = None,
+        source: Any = None,
+        duel_capacity: int | None = None,
     ) -> None:
         _require_x64()
         X = _as_float64("X", X)
@@ -180,15 +260,39 @@ class Dataset:
         self.y = jnp.asarray(np.concatenate([y, np.zeros(pad)]))
         self.task = jnp.asarray(np.concatenate([task, np.zeros(pad, np.int32)]))
         self.mask = jnp.asarray(np.arange(capacity) < n)
+        self.anchor = self.source = self.duels = self.duel_mask = None
+        if anchor is not None:
+            anchor = _per_row("anchor", anchor, n)
+            if anchor.dtype != np.bool_:
+                raise ValueError(
+                    f"anchor must hold bool flags, got dtype {anchor.dtype}"
+                )
+            self.anchor = jnp.asarray(np.concatenate([anchor, np.zeros(pad, bool)]))
+        if source is not None:
+            source = _integers("source", _per_row("source", source, n))
+            if np.any(source < -1):
+                index = int(np.argmin(source))
+                raise ValueError(
+                    f"source ids must be >= -1 (-1: the target), got "
+                    f"source[{index}] = {source[index]}"
+                )
+            self.source = jnp.asarray(
+                np.concatenate([source, np.full(pad, -1, np.int32)])
+            )
+        if duels is not None:
+            self.duels, self.duel_mask = _padded_duels(duels, n, duel_capacity)
+        elif duel_capacity is not None:
+            raise ValueError(f"duel_capacity={duel_capacity} was given without duels")
 
     # -- pytree -------------------------------------------------------------------
     def tree_flatten(self):
-        return (self.X, self.y, self.task, self.mask), None
+        return tuple(getattr(self, name) for name in self.__slots__), None
 
     @classmethod
     def tree_unflatten(cls, aux, children):
         obj = object.__new__(cls)
-        obj.X, obj.y, obj.task, obj.mask = children
+        for name, child in zip(cls.__slots__, children, strict=True):
+            object.__setattr__(obj, name, child)
         return obj
 
     # -- views --------------------------------------------------------------------
@@ -212,6 +316,36 @@ class Dataset:
         """One more than the largest task id present."""
         return int(np.max(np.asarray(self.task)[np.asarray(self.mask)])) + 1
 
+    @property
+    def num_duels(self) -> int:
+        """Number of real (unpadded) duels m; 0 without duels."""
+        if self.duel_mask is None:
+            return 0
+        return int(np.sum(np.asarray(self.duel_mask)))
+
+    @property
+    def duel_capacity(self) -> int:
+        """Padded number of duels; 0 without duels."""
+        return 0 if self.duels is None else int(self.duels.shape[0])
+
+    def unpadded_fields(self) -> dict[str, np.ndarray]:
+        """Return the optional fields that are present, unpadded, as NumPy arrays.
+
+        Example:
+            >>> import jax, numpy as np
+            >>> jax.config.update("jax_enable_x64", True)
+            >>> data = Dataset([[0.1], [0.2]], [1.0, 2.0], source=[-1, 0])
+            >>> data.unpadded_fields()
+            {'source': array([-1,  0], dtype=int32)}
+        """
+        n, m = self.n, self.num_duels
+        fields = {
+            "duels": None if self.duels is None else np.asarray(self.duels)[:m],
+            "anchor": None if self.anchor is None else np.asarray(self.anchor)[:n],
+            "source": None if self.source is None else np.asarray(self.source)[:n],
+        }
+        return {k: v for k, v in fields.items() if v is not None}
+
     def unpadded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Return the real observations ``(X, y, task)`` as NumPy arrays."""
         # Slice on the host: slicing a device array compiles once per n.
@@ -222,8 +356,23 @@ class Dataset:
             np.asarray(self.task)[:n],
         )
 
-    def append(self, X: Any, y: Any, task: Any = None) -> Dataset:
+    def append(
+        self,
+        X: Any,
+        y: Any,
+        task: Any = None,
+        *,
+        duels: Any = None,
+        anchor: Any = None,
+        source: Any = None,
+    ) -> Dataset:
         """Return a new dataset with observations added (same bucket when they fit).
+
+        Optional fields follow the rows: new rows get ``anchor`` False and
+        ``source`` -1 (the target) unless given, and existing rows get the same
+        defaults when a field first appears. New ``duels`` index rows of the
+        combined dataset and are added after the existing ones (same duel bucket
+        when they fit).
 
         Example:
             >>> import jax, numpy as np
@@ -243,11 +392,34 @@ class Dataset:
             )
         n = len(y0) + len(y1)
         capacity = max(self.capacity, bucket_capacity(n))
+        old = self.unpadded_fields()
+        fields: dict[str, Any] = {}
+        for name, given, default in (
+            ("anchor", anchor, False),
+            ("source", source, -1),
+        ):
+            if name not in old and given is None:
+                continue
+            before = old.get(name, np.full(len(y0), default))
+            after = np.full(len(y1), default) if given is None else given
+            fields[name] = np.concatenate([before, np.atleast_1d(after)])
+        if "duels" in old or duels is not None:
+            new = np.zeros((0, 2), np.int32) if duels is None else np.asarray(duels)
+            before = old.get("duels", np.zeros((0, 2), np.int32))
+            if new.ndim != 2 or new.shape[1:] != (2,):
+                raise ValueError(
+                    f"duels must have shape (m, 2) to append, got shape {new.shape}"
+                )
+            fields["duels"] = np.concatenate([before, new.astype(before.dtype)])
+            fields["duel_capacity"] = max(
+                self.duel_capacity, bucket_capacity(len(fields["duels"]))
+            )
         return Dataset(
             np.concatenate([X0, X1]),
             np.concatenate([y0, y1]),
             np.concatenate([t0, np.asarray(t1)]),
             capacity=capacity,
+            **fields,
         )
 
     def __repr__(self) -> str:

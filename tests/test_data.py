@@ -97,3 +97,122 @@ def test_requires_x64():
             Dataset(np.zeros((1, 1)), np.zeros(1))
     finally:
         jax.config.update("jax_enable_x64", True)
+
+
+# -- optional structured fields: duels, anchor flags, source ids ----------------------
+
+
+def _structured():
+    X = np.linspace(0.0, 1.0, 5)[:, None]
+    return Dataset(
+        X,
+        np.arange(5.0),
+        duels=[[0, 1], [3, 2], [4, 0]],
+        anchor=np.array([True, False, False, True, False]),
+        source=[-1, 0, 0, 1, -1],
+    )
+
+
+def test_optional_fields_default_to_none_and_add_no_leaves():
+    data = Dataset(np.zeros((3, 1)), np.zeros(3))
+    assert data.duels is None and data.duel_mask is None
+    assert data.anchor is None and data.source is None
+    assert data.num_duels == 0 and data.duel_capacity == 0
+    assert data.unpadded_fields() == {}
+    assert len(jax.tree.leaves(data)) == 4  # X, y, task, mask: as before
+
+
+def test_optional_fields_are_padded_like_hand_built_arrays():
+    data = _structured()
+    assert data.capacity == 8 and data.duel_capacity == 8 and data.num_duels == 3
+    duels = np.zeros((8, 2), np.int32)
+    duels[:3] = [[0, 1], [3, 2], [4, 0]]
+    np.testing.assert_array_equal(np.asarray(data.duels), duels)
+    assert data.duels.dtype == jnp.int32
+    np.testing.assert_array_equal(np.asarray(data.duel_mask), [1] * 3 + [0] * 5)
+    anchor = np.array([1, 0, 0, 1, 0, 0, 0, 0], bool)
+    np.testing.assert_array_equal(np.asarray(data.anchor), anchor)
+    assert data.anchor.dtype == jnp.bool_
+    source = np.array([-1, 0, 0, 1, -1, -1, -1, -1], np.int32)
+    np.testing.assert_array_equal(np.asarray(data.source), source)
+    assert data.source.dtype == jnp.int32
+    fields = data.unpadded_fields()
+    np.testing.assert_array_equal(fields["duels"], duels[:3])
+    np.testing.assert_array_equal(fields["anchor"], anchor[:5])
+    np.testing.assert_array_equal(fields["source"], source[:5])
+    wide = Dataset(np.zeros((3, 1)), np.zeros(3), duels=[[0, 1]], duel_capacity=16)
+    assert wide.duels.shape == (16, 2) and wide.num_duels == 1
+
+
+def test_append_carries_the_fields_in_their_buckets():
+    data = _structured()
+    more = data.append([[0.3]], [7.0], duels=[[5, 1]], source=[2])
+    assert more.capacity == 8 and more.duel_capacity == 8
+    assert jax.tree.structure(more) == jax.tree.structure(data)
+    fields = more.unpadded_fields()
+    np.testing.assert_array_equal(fields["duels"], [[0, 1], [3, 2], [4, 0], [5, 1]])
+    np.testing.assert_array_equal(fields["anchor"], [1, 0, 0, 1, 0, 0])  # default
+    np.testing.assert_array_equal(fields["source"], [-1, 0, 0, 1, -1, 2])
+    # a field that first appears gets its default on the existing rows
+    plain = Dataset(np.zeros((2, 1)), np.zeros(2))
+    flagged = plain.append([[0.5]], [1.0], anchor=[True], duels=[[2, 0]])
+    np.testing.assert_array_equal(flagged.unpadded_fields()["anchor"], [0, 0, 1])
+    np.testing.assert_array_equal(flagged.unpadded_fields()["duels"], [[2, 0]])
+    assert flagged.source is None
+    # nine duels outgrow the first duel bucket
+    many = data.append(np.zeros((1, 1)), [0.0], duels=[[1, 2]] * 6)
+    assert many.num_duels == 9 and many.duel_capacity == 16
+
+
+def test_fields_survive_pytree_round_trip_and_jit():
+    data = _structured()
+    leaves, treedef = jax.tree.flatten(data)
+    again = jax.tree.unflatten(treedef, leaves)
+    for name in ("X", "y", "task", "mask", "duels", "duel_mask", "anchor", "source"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(data, name))
+
+    @jax.jit
+    def preferred(data):  # sum of y over preferred rows of real duels
+        return jnp.sum(jnp.where(data.duel_mask, data.y[data.duels[:, 0]], 0.0))
+
+    assert float(preferred(data)) == 0.0 + 3.0 + 4.0
+    # same presence of fields, same buckets: the same tree structure (no recompile)
+    other = Dataset(
+        np.ones((6, 1)),
+        np.ones(6),
+        duels=[[1, 0]],
+        anchor=np.ones(6, bool),
+        source=np.zeros(6, np.int64),
+    )
+    assert jax.tree.structure(other) == jax.tree.structure(data)
+    assert jax.tree.structure(
+        Dataset(np.ones((6, 1)), np.ones(6))
+    ) != jax.tree.structure(data)
+
+
+@pytest.mark.parametrize(
+    "fields, match",
+    [
+        ({"duels": [0, 1]}, r"duels must have shape \(m, 2\).*\(2,\)"),
+        ({"duels": [[0.0, 1.0]]}, "duels must hold integers, got dtype float64"),
+        (
+            {"duels": [[0, 5]]},
+            r"duels must index rows in \[0, 5\), got duels\[0, 1\] = 5",
+        ),
+        ({"duels": [[0, 1], [-1, 2]]}, r"duels\[1, 0\] = -1"),
+        ({"duels": [[0, 1], [2, 2]]}, r"different rows, got duels\[1\] = \[2, 2\]"),
+        (
+            {"duels": [[0, 1], [1, 2]], "duel_capacity": 1},
+            "duel_capacity must be >= m = 2",
+        ),
+        ({"duel_capacity": 8}, "duel_capacity=8 was given without duels"),
+        ({"anchor": [True, False]}, r"anchor must have shape \(5,\).*\(2,\)"),
+        ({"anchor": [1, 0, 0, 1, 0]}, "anchor must hold bool flags, got dtype int"),
+        ({"source": [0, 0, 0, 0]}, r"source must have shape \(5,\)"),
+        ({"source": [0.0, 1, 0, 0, 0]}, "source must hold integers, got dtype float64"),
+        ({"source": [0, -1, -2, 0, 0]}, r"source ids must be >= -1.*source\[2\] = -2"),
+    ],
+)
+def test_bad_fields_name_the_field_and_value(fields, match):
+    with pytest.raises(ValueError, match=match):
+        Dataset(np.zeros((5, 1)), np.zeros(5), **fields)
