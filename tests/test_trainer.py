@@ -221,3 +221,23 @@ def test_campaign_resumes_with_the_uninterrupted_suggestions(tmp_path, acquisiti
     storage = SQLiteStorage(tmp_path / "b.db")
     with pytest.raises(ValueError, match="custom surrogate"):
         ppbo.Optimizer.load(storage, "b")
+
+
+def test_codec_keeps_the_structured_fields_of_the_data(data):
+    X, y, _ = data.unpadded()
+    n = len(y)
+    rich = ppbo.Dataset(
+        X,
+        y,
+        capacity=16,
+        duels=[[0, 1], [4, 2]],
+        anchor=np.arange(n) == 3,
+        source=np.where(np.arange(n) < 2, 0, -1),
+        duel_capacity=16,
+    )
+    posterior = ppbo.fit(ENSEMBLE, rich, ppbo.Train(), jax.random.key(4))
+    again = decode_posterior(encode_posterior(posterior), ENSEMBLE).data
+    assert jax.tree.structure(again) == jax.tree.structure(rich)
+    for a, b in zip(jax.tree.leaves(again), jax.tree.leaves(rich), strict=True):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == b.dtype

@@ -45,6 +45,9 @@ def encode_posterior(posterior: Posterior) -> bytes:
     state = posterior.state if _is_array_tree(posterior.state) else {}
     X, y, task = posterior.data.unpadded()
     data = {"X": X, "y": y, "task": task, "capacity": np.array(posterior.data.capacity)}
+    data |= posterior.data.unpadded_fields()
+    if posterior.data.duels is not None:
+        data["duel_capacity"] = np.array(posterior.data.duel_capacity)
     return encode_arrays(
         {
             "samples": {k: np.asarray(v) for k, v in posterior.samples.items()},
@@ -80,6 +83,12 @@ def decode_posterior(blob: bytes, surrogate: Surrogate) -> Posterior:
         stored["y"],
         task=None if task is None else np.asarray(task),
         capacity=int(stored["capacity"]),
+        duels=stored.get("duels"),
+        anchor=stored.get("anchor"),
+        source=stored.get("source"),
+        duel_capacity=(
+            int(stored["duel_capacity"]) if "duel_capacity" in stored else None
+        ),
     )
     samples = {k: jnp.asarray(v) for k, v in arrays["samples"].items()}
     state = jax.tree.map(jnp.asarray, arrays.get("state") or {}) or None
