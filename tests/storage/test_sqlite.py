@@ -25,11 +25,14 @@ def storage(tmp_path):
 
 def test_schema_version_and_wal(storage):
     conn = sqlite3.connect(storage.path)
-    assert conn.execute("SELECT version FROM schema_version").fetchall() == [
-        (SCHEMA_VERSION,)
-    ]
-    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    try:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
+            (SCHEMA_VERSION,)
+        ]
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    finally:
+        conn.close()
     assert {"campaigns", "trials", "posteriors", "schema_version"} <= tables
 
 
