@@ -422,6 +422,37 @@ class Dataset:
             **fields,
         )
 
+    def equals(self, other: Any) -> bool:
+        """Whether ``other`` holds the same observations in the same buckets.
+
+        Compares values, not identity: the capacities, the real rows ``(X, y,
+        task)`` and every optional field that either dataset has (padding is not
+        compared, it is always the same). ``==`` keeps comparing identity, as for
+        any pytree, so datasets can still be used where JAX hashes its inputs.
+
+        Example:
+            >>> import jax, numpy as np
+            >>> jax.config.update("jax_enable_x64", True)
+            >>> a = Dataset([[0.1], [0.2]], [1.0, 2.0])
+            >>> a.equals(Dataset([[0.1], [0.2]], [1.0, 2.0]))
+            True
+            >>> a.equals(a.append([[0.3]], [3.0])), a.equals(Dataset([[0.1]], [1.0]))
+            (False, False)
+        """
+        if not isinstance(other, Dataset):
+            return False
+        if (self.capacity, self.duel_capacity) != (other.capacity, other.duel_capacity):
+            return False
+        mine, theirs = self.unpadded_fields(), other.unpadded_fields()
+        if mine.keys() != theirs.keys():
+            return False
+        pairs = zip(
+            (*self.unpadded(), *mine.values()),
+            (*other.unpadded(), *theirs.values()),
+            strict=True,
+        )
+        return all(np.array_equal(a, b) for a, b in pairs)
+
     def __repr__(self) -> str:
         return f"Dataset(n={self.n}, d={self.dim}, capacity={self.capacity})"
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import ppbo
 from ppbo import CampaignWarning
+from ppbo.campaign.trials import complete_data
 
 SPACE = ppbo.Space(
     {
@@ -114,7 +115,7 @@ def test_random_sequences_keep_storage_consistent(operations):
                     assert not (0 <= x <= 1 and 1 <= n <= 3 and c in "ab"), message
                     assert "parameter" in message
             _check_consistent(opt, told)
-    data, _ = opt._model_data(opt.get_trials())
+    data, _ = complete_data(opt.get_trials(), opt.space, opt.direction, False)
     if data is not None:
         _, y, _ = data.unpadded()
         assert np.all(np.isfinite(y))

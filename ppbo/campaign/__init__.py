@@ -8,7 +8,11 @@
 - :mod:`~ppbo.campaign.designs`: initial designs;
 - :mod:`~ppbo.campaign.keys`: named key streams;
 - :mod:`~ppbo.campaign.codec`: configurations and posteriors in storage;
-- :mod:`~ppbo.campaign.optimizer`: the ask/tell :class:`Optimizer`;
+- :mod:`~ppbo.campaign.validation`: checks of user input, naming field and value;
+- :mod:`~ppbo.campaign.trials`: trials as a table, as model-space data, told outcomes;
+- :mod:`~ppbo.campaign.ask`: design, random or model-based rows of the next trials;
+- :mod:`~ppbo.campaign.recommendation`: the posterior-mean optimiser in user units;
+- :mod:`~ppbo.campaign.optimizer`: the ask/tell :class:`Optimizer`, a façade;
 - :mod:`~ppbo.campaign.run`: the objective loop, :func:`minimize`, :func:`maximize`.
 """
 

@@ -14,87 +14,39 @@ pending points (the Kriging believer of Ginsbourger, Le Riche and Carraro 2010).
 
 from __future__ import annotations
 
-import math
-import numbers
-import time
 import uuid
 import warnings
 from collections.abc import Mapping
-from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
 from ppbo.acquisition.base import default_acquisition
 from ppbo.campaign import registry
+from ppbo.campaign.ask import Setup, propose
 from ppbo.campaign.codec import (
     check_compatible,
     decode_posterior,
     encode_posterior,
     json_ready,
 )
-from ppbo.campaign.designs import DESIGNS, initial_design
 from ppbo.campaign.keys import campaign_key
-from ppbo.campaign.step import step
-from ppbo.campaign.transforms import model_data, task_view
-from ppbo.data import Dataset
+from ppbo.campaign.recommendation import Recommended, recommend_params
+from ppbo.campaign.trials import CampaignWarning, best_trial, finish, trials_frame
+from ppbo.campaign.validation import (
+    check_acquisition,
+    check_arguments,
+    check_count,
+    check_task,
+    check_value,
+    trial_number,
+)
 from ppbo.inference import fit
-from ppbo.space import Real, Space
+from ppbo.space import Space
 from ppbo.storage.base import Trial, TrialState
 from ppbo.surrogate import Posterior
 
 __all__ = ["Optimizer", "Recommended", "CampaignWarning"]
-
-_DIRECTIONS = ("minimize", "maximize")
-
-
-class CampaignWarning(UserWarning):
-    """Something a campaign did with a told value that the user should know."""
-
-
-def _check_value(value: Any) -> float:
-    """A told objective value as a float (NaN and +-inf pass; callers decide)."""
-    if isinstance(value, np.ndarray):
-        if value.shape != ():
-            raise ValueError(
-                f"value must be a scalar, got an array of shape {value.shape}"
-            )
-        value = value[()]
-    if isinstance(value, jax.Array):
-        if value.shape != ():
-            raise ValueError(
-                f"value must be a scalar, got an array of shape {value.shape}"
-            )
-        if value.dtype != np.float64 and jnp.issubdtype(value.dtype, jnp.floating):
-            raise ValueError(
-                f"value must be float64, got {value.dtype} value {value!r}; pass "
-                "float(value)"
-            )
-        value = value.item()
-    if isinstance(value, np.floating) and value.dtype != np.float64:
-        raise ValueError(
-            f"value must be float64, got {value.dtype.name} value {value!r}; pass "
-            "float(value)"
-        )
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"value must be a real number, got {value!r}")
-    return float(value)
-
-
-class Recommended(NamedTuple):
-    """A recommendation in the user's units.
-
-    Attributes:
-        params: the maximiser (minimiser) of the posterior-mixture mean.
-        mean: the predicted objective there (latent, noise-free).
-        sd: the predictive standard deviation of the latent objective there.
-    """
-
-    params: dict
-    mean: float
-    sd: float
 
 
 class Optimizer:
@@ -195,7 +147,7 @@ class Optimizer:
     ) -> None:
         jax.config.update("jax_enable_x64", True)
         space = space if isinstance(space, Space) else Space(space)
-        _check_arguments(direction, initial_design, n_initial, seed, name)
+        check_arguments(direction, initial_design, n_initial, seed, name)
         if n_initial is None:
             n_initial = max(3, 2 * len(space))
         surrogate, surrogate_spec = registry.resolve_surrogate(surrogate)
@@ -207,7 +159,7 @@ class Optimizer:
         if acquisition is None:
             acquisition = default_acquisition(surrogate)
         acquisition, acquisition_spec = registry.resolve_acquisition(acquisition)
-        _check_acquisition(surrogate, acquisition, acquisition_samples)
+        check_acquisition(surrogate, acquisition, acquisition_samples)
         from ppbo.storage import open_storage
 
         self._storage = open_storage(storage)
@@ -239,21 +191,10 @@ class Optimizer:
 
     def _init(self, campaign, space, surrogate, inference, acquisition) -> None:
         # the one constructor path of a new and a loaded campaign
-        config = campaign.config
         self._campaign = campaign
-        self._space = space
-        self._surrogate = surrogate
-        self._inference = inference
-        self._acquisition = acquisition
-        self._direction = config["direction"]
-        self._n_initial = int(config["n_initial"])
-        self._seed = int(config["seed"])
-        self._design = config["initial_design"]
-        self._acq_options = dict(config.get("acquisition_options") or {})
-        self._acq_samples = config.get("acquisition_samples") or acquisition.num_samples
-        self._opt_options = dict(config.get("optimizer_options") or {})
+        self._setup = Setup(space, surrogate, inference, acquisition, campaign.config)
         self._posterior_cache: tuple[int, Posterior] | None = None
-        self._fit_cache: tuple[Any, Posterior] | None = None
+        self._fit_cache: Posterior | None = None
 
     @classmethod
     def load(
@@ -336,12 +277,12 @@ class Optimizer:
     @property
     def space(self) -> Space:
         """The search space."""
-        return self._space
+        return self._setup.space
 
     @property
     def direction(self) -> str:
         """``"minimize"`` or ``"maximize"``."""
-        return self._direction
+        return self._setup.direction
 
     @property
     def storage(self) -> Any:
@@ -365,37 +306,12 @@ class Optimizer:
     def trials(self):
         """All trials as a table (a pandas DataFrame, one ``params_<name>`` column
         per parameter), like Optuna's ``trials_dataframe()``."""
-        import pandas as pd
-
-        rows = []
-        for t in self.get_trials():
-            row = {
-                "number": t.number,
-                "state": t.state,
-                "value": t.value,
-                "origin": t.origin,
-            }
-            row |= {f"params_{k}": v for k, v in t.params.items()}
-            row |= {
-                "created": t.created,
-                "finished": t.finished,
-                "iteration": t.iteration,
-                "message": t.message,
-            }
-            rows.append(row)
-        columns = ["number", "state", "value", "origin"]
-        columns += [f"params_{k}" for k in self._space.names]
-        columns += ["created", "finished", "iteration", "message"]
-        return pd.DataFrame(rows, columns=columns)
+        return trials_frame(self.get_trials(), self.space.names)
 
     @property
     def best_trial(self) -> Trial | None:
         """The COMPLETE trial with the best value (None before any)."""
-        complete = [t for t in self.get_trials(TrialState.COMPLETE)]
-        if not complete:
-            return None
-        sign = 1.0 if self._direction == "minimize" else -1.0
-        return min(complete, key=lambda t: (sign * t.value, t.number))
+        return best_trial(self.get_trials(), self.direction)
 
     @property
     def posterior(self) -> Posterior | None:
@@ -405,7 +321,8 @@ class Optimizer:
             return None
         iteration, blob = latest
         if self._posterior_cache is None or self._posterior_cache[0] != iteration:
-            self._posterior_cache = (iteration, decode_posterior(blob, self._surrogate))
+            surrogate = self._setup.surrogate
+            self._posterior_cache = (iteration, decode_posterior(blob, surrogate))
         return self._posterior_cache[1]
 
     # -- ask --------------------------------------------------------------------------
@@ -430,149 +347,24 @@ class Optimizer:
             >>> [t.number for t in opt.ask(2)]
             [0, 1]
         """
-        count = 1 if n is None else n
-        if isinstance(count, bool) or not isinstance(count, numbers.Integral):
-            raise ValueError(f"n must be a positive integer, got {n!r}")
-        if count < 1:
-            raise ValueError(f"n must be >= 1, got {n!r}")
+        count = check_count(n)
         with self._storage.ask_lock(self._campaign.id):
-            trials = self._ask(int(count), self._check_task(task))
-        return trials if n is not None else trials[0]
-
-    def _ask(self, count: int, task: int | None) -> list[Trial]:
-        trials = self.get_trials()
-        iteration = len(trials)
-        rows: list[dict] = []
-        for number in range(iteration, iteration + count):
-            if number < self._n_initial:
-                u = self._space.snap(self._design_points()[number])
-                rows.append(self._row(u, iteration, "design", task=task))
-        remaining = count - len(rows)
-        posterior_record = None
-        if remaining:
-            data, _ = self._model_data(trials)
-            if data is None:
-                key = campaign_key(self._seed, iteration, "random")
-                U = np.asarray(jax.random.uniform(key, (remaining, self._space.dim)))
-                rows += [
-                    self._row(self._space.snap(u), iteration, "random", task=task)
-                    for u in U
-                ]
-            else:
-                pending = [
-                    self._space.to_unit(t.params)
-                    for t in trials
-                    if t.state == TrialState.RUNNING
-                ]
-                pending += [np.asarray(r["unit"]) for r in rows]
-                key = campaign_key(self._seed, iteration, "step")
-                X, posterior, extra = self._suggest(key, data, remaining, pending, task)
-                rows += [
-                    self._row(self._space.snap(x), iteration, "model", extra, task)
-                    for x in X
-                ]
-                posterior_record = (iteration, encode_posterior(posterior))
-                self._posterior_cache = (iteration, posterior)
-        for row in rows:
-            del row["unit"]
-        return self._storage.add_trials(self._campaign.id, rows, posterior_record)
-
-    def _row(self, u, iteration, origin, extra=None, task=None) -> dict:
-        return {
-            "task": task,
-            "params": self._space.from_unit(u),
-            "unit": u,
-            "state": TrialState.RUNNING,
-            "iteration": iteration,
-            "origin": origin,
-            "extra": dict(extra or {}),
-        }
-
-    @property
-    def _discrete(self) -> bool:
-        return any(not isinstance(d, Real) for d in self._space.dimensions.values())
-
-    def _snap(self, U: np.ndarray) -> np.ndarray:
-        return np.stack([self._space.snap(u) for u in U])
-
-    @property
-    def _num_tasks(self) -> int | None:
-        # declared by multi-task surrogates (models/multitask_gp.py's extras)
-        num = self._surrogate.extras.get("num_tasks")
-        return None if num is None else int(num)
+            trials = self.get_trials()
+            rows, posterior = propose(
+                self._setup, trials, count, self._check_task(task), self.posterior
+            )
+            record = None
+            if posterior is not None:
+                record = (len(trials), encode_posterior(posterior))
+                self._posterior_cache = (len(trials), posterior)
+            asked = self._storage.add_trials(self._campaign.id, rows, record)
+        return asked if n is not None else asked[0]
 
     def _check_task(self, task: Any) -> int | None:
-        num = self._num_tasks
-        if num is None:
-            if task is not None:
-                raise ValueError(
-                    f"task={task!r} needs a multi-task surrogate (e.g. "
-                    f"'multitask_gp'); campaign {self.name!r} has "
-                    f"{self._surrogate.name}"
-                )
-            return None
-        task = 0 if task is None else task
-        if (
-            isinstance(task, bool)
-            or not isinstance(task, numbers.Integral)
-            or not 0 <= task < num
-        ):
-            raise ValueError(f"task must be an integer in [0, {num}), got {task!r}")
-        return int(task)
-
-    def _design_points(self) -> np.ndarray:
-        return initial_design(
-            self._design, self._n_initial, self._space.dim, self._seed
-        )
-
-    def _model_data(self, trials: list[Trial]) -> tuple[Dataset | None, tuple]:
-        """COMPLETE trials in model space and the standardisation (shift, scale)."""
-        complete = [t for t in trials if t.state == TrialState.COMPLETE]
-        values = np.array([t.value for t in complete], dtype=np.float64)
-        if not np.isfinite(values).any():
-            return None, (0.0, 1.0)
-        X = np.stack([self._space.to_unit(t.params) for t in complete])
-        tasks = None
-        if self._num_tasks is not None:
-            tasks = np.array([t.task or 0 for t in complete], dtype=np.int64)
-        data, out = model_data(X, values, self._direction == "maximize", task=tasks)
-        return data, (out.shift, out.scale)
-
-    def _suggest(self, key, data, q, pending, task):
-        from ppbo.inference.diagnostics import DiagnosticWarning
-
-        start = time.perf_counter()
-        result = step(
-            key,
-            self._surrogate,
-            self._inference,
-            self._acquisition,
-            data,
-            pending=pending,
-            init=self.posterior,
-            q=q,
-            acquisition_samples=self._acq_samples,
-            acquisition_options=self._acq_options,
-            optimizer_options=self._opt_options,
-            snap=self._snap if self._discrete else None,
-            transform=None if task is None else partial(task_view, task=task),
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DiagnosticWarning)
-            report = result.posterior.diagnostics(warn=False)
-        extra = {
-            "step_seconds": time.perf_counter() - start,
-            "diagnostics": list(report.warnings),
-        }
-        return result.X, result.posterior, extra
+        setup = self._setup
+        return check_task(task, setup.num_tasks, self.name, setup.surrogate.name)
 
     # -- tell -----------------------------------------------------------------------
-    def _number(self, trial: Any) -> int:
-        number = trial.number if isinstance(trial, Trial) else trial
-        if isinstance(number, bool) or not isinstance(number, numbers.Integral):
-            raise ValueError(f"trial must be a Trial or an integer id, got {trial!r}")
-        return int(number)
-
     def tell(
         self,
         trial: Trial | int,
@@ -607,52 +399,21 @@ class Optimizer:
             >>> opt.tell(trial, 0.25).value
             0.25
         """
-        number = self._number(trial)
-        cid = self._campaign.id
-        stored = self._storage.get_trial(cid, number)
+        number = trial_number(trial)
+        stored = self._storage.get_trial(self._campaign.id, number)
         if stored is None:
             raise KeyError(f"trial {number!r} does not exist in campaign {self.name!r}")
         if task is not None and self._check_task(task) != stored.task:
             raise ValueError(
                 f"trial {number} was asked for task {stored.task}, told task={task!r}"
             )
-        if failed:
-            if value is not None:
-                raise ValueError(
-                    f"tell(trial {number}) got value={value!r} and failed=True; "
-                    "give one of them"
-                )
-            return self._storage.finish_trial(
-                cid, number, TrialState.FAILED, None, message
-            )
-        if value is None:
-            raise ValueError(
-                f"tell(trial {number}) needs a value (or failed=True / abandon())"
-            )
-        value = _check_value(value)
-        if math.isnan(value):
-            warnings.warn(
-                f"trial {number}: the objective returned NaN; the trial is marked "
-                "FAILED and excluded from the model",
-                CampaignWarning,
-                stacklevel=2,
-            )
-            return self._storage.finish_trial(
-                cid,
-                number,
-                TrialState.FAILED,
-                None,
-                message or "objective returned NaN",
-            )
-        if math.isinf(value):
-            warnings.warn(
-                f"trial {number}: value {value} is stored as told; the model sees it "
-                "clipped to the range of the finite values",
-                CampaignWarning,
-                stacklevel=2,
-            )
-        return self._storage.finish_trial(
-            cid, number, TrialState.COMPLETE, value, message
+        return finish(
+            self._storage,
+            self._campaign,
+            number,
+            value,
+            failed=failed,
+            message=message,
         )
 
     def abandon(self, trial: Trial | int, message: str | None = None) -> Trial:
@@ -663,9 +424,8 @@ class Optimizer:
             >>> opt.abandon(opt.ask()).state
             'ABANDONED'
         """
-        number = self._number(trial)
         return self._storage.finish_trial(
-            self._campaign.id, number, TrialState.ABANDONED, None, message
+            self._campaign.id, trial_number(trial), TrialState.ABANDONED, None, message
         )
 
     def add(
@@ -679,14 +439,13 @@ class Optimizer:
             >>> opt.add({"x": 0.5}, 1.0).origin
             'user'
         """
-        params = self._space.validate(params)
-        value = _check_value(value)
-        task = self._check_task(task)
+        params = self.space.validate(params)
+        value = check_value(value)
         row = {
             "params": params,
             "state": TrialState.RUNNING,
             "origin": "user",
-            "task": task,
+            "task": self._check_task(task),
         }
         with self._storage.ask_lock(self._campaign.id):
             (trial,) = self._storage.add_trials(self._campaign.id, [row])
@@ -700,25 +459,24 @@ class Optimizer:
         model-based ask's, or this method's previous result) is returned as is.
         """
         trials = self.get_trials()
-        data, standardization = self._model_data(trials)
+        data, standardization = self._setup.data(trials)
         if data is None:
             raise ValueError(
                 f"campaign {self.name!r} has no COMPLETE trial with a finite value yet"
             )
-        fingerprint = _fingerprint(data)
-        if self._fit_cache is not None and self._fit_cache[0] == fingerprint:
-            return self._fit_cache[1], standardization
-        latest = self.posterior
-        if latest is not None and _fingerprint(latest.data) == fingerprint:
-            posterior = latest
-        else:
-            key, _ = jax.random.split(self._recommend_key(trials))
-            posterior = fit(self._surrogate, data, self._inference, key, init=latest)
-        self._fit_cache = (fingerprint, posterior)
-        return posterior, standardization
+        for known in (self._fit_cache, self.posterior):
+            if known is not None and known.data.equals(data):
+                self._fit_cache = known
+                return known, standardization
+        key, _ = jax.random.split(self._recommend_key(trials))
+        setup = self._setup
+        self._fit_cache = fit(
+            setup.surrogate, data, setup.inference, key, init=self.posterior
+        )
+        return self._fit_cache, standardization
 
     def _recommend_key(self, trials: list[Trial]) -> jax.Array:
-        return campaign_key(self._seed, len(trials), "recommend")
+        return campaign_key(int(self._setup.config["seed"]), len(trials), "recommend")
 
     def fit(self) -> Posterior:
         """The posterior given every COMPLETE trial, in model space.
@@ -763,64 +521,21 @@ class Optimizer:
             >>> abs(opt.recommend(num_raw=64).params["x"] - 0.4) < 0.2
             True
         """
-        from ppbo.optimize import recommend
-
         task = self._check_task(task)
-        posterior, (shift, scale) = self._fit_all()
-        if task is not None:
-            posterior = task_view(posterior, task)
+        posterior, standardization = self._fit_all()
         _, key = jax.random.split(self._recommend_key(self.get_trials()))
-        options = {**self._opt_options, **options}
-        rec = recommend(posterior, key, **options)
-        params = self._space.from_unit(rec.x_mean)
-        mean, var = posterior.predict_marginal(self._space.to_unit(params)[None])
-        sign = 1.0 if self._direction == "maximize" else -1.0
-        return Recommended(
-            params=params,
-            mean=float(sign * (shift + scale * float(mean[0]))),
-            sd=float(scale * math.sqrt(max(float(var[0]), 0.0))),
+        return recommend_params(
+            posterior,
+            standardization,
+            self.space,
+            self.direction,
+            key,
+            task=task,
+            options={**self._setup.optimizer_options, **options},
         )
 
     def __repr__(self) -> str:
         return (
-            f"Optimizer(name={self.name!r}, direction={self._direction!r}, "
+            f"Optimizer(name={self.name!r}, direction={self.direction!r}, "
             f"trials={len(self.get_trials())})"
         )
-
-
-def _check_arguments(direction, initial_design, n_initial, seed, name) -> None:
-    if direction not in _DIRECTIONS:
-        raise ValueError(f"direction must be one of {_DIRECTIONS}, got {direction!r}")
-    if initial_design not in DESIGNS:
-        raise ValueError(
-            f"initial_design must be one of {DESIGNS}, got {initial_design!r}"
-        )
-    if n_initial is not None:
-        if isinstance(n_initial, bool) or not isinstance(n_initial, numbers.Integral):
-            raise ValueError(f"n_initial must be an integer >= 0, got {n_initial!r}")
-        if n_initial < 0:
-            raise ValueError(f"n_initial must be >= 0, got {n_initial!r}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
-    if not 0 <= int(seed) < 2**32:
-        raise ValueError(f"seed must be in [0, 2**32), got {seed!r}")
-    if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
-
-
-def _check_acquisition(surrogate, acquisition, acquisition_samples) -> None:
-    surrogate.require(*acquisition.requires, by=f"acquisition {acquisition.name!r}")
-    if acquisition_samples is not None and (
-        isinstance(acquisition_samples, bool)
-        or not isinstance(acquisition_samples, numbers.Integral)
-        or acquisition_samples < 1
-    ):
-        raise ValueError(
-            "acquisition_samples must be a positive integer or None, got "
-            f"{acquisition_samples!r}"
-        )
-
-
-def _fingerprint(data: Dataset) -> tuple:
-    X, y, task = data.unpadded()
-    return (data.capacity, X.tobytes(), y.tobytes(), np.asarray(task).tobytes())

@@ -1,0 +1,188 @@
+"""What a campaign asks next: design points, random points or one BO step.
+
+:func:`propose` turns a campaign's configuration (:class:`Setup`) and its trials
+into the rows of the next trials: the first ``n_initial`` come from the initial
+design (trial ``i`` gets design point ``i``), then uniformly random points until a
+trial has completed with a finite value, then the suggestions of
+:func:`ppbo.campaign.step.step` with RUNNING trials as pending points (the Kriging
+believer of Ginsbourger, Le Riche and Carraro 2010).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+import jax
+import numpy as np
+
+from ppbo.acquisition.base import Acquisition
+from ppbo.campaign.designs import initial_design
+from ppbo.campaign.keys import campaign_key
+from ppbo.campaign.step import step
+from ppbo.campaign.transforms import task_view
+from ppbo.campaign.trials import complete_data, pending_points
+from ppbo.space import Real, Space
+from ppbo.storage.base import Trial, TrialState
+from ppbo.surrogate import Posterior, Surrogate
+
+__all__ = ["Setup", "propose"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """A campaign's components and settings, as its stored configuration says.
+
+    Attributes:
+        space: the search space.
+        surrogate, inference, acquisition: the resolved components.
+        config: the stored configuration (JSON), see
+            :class:`~ppbo.campaign.optimizer.Optimizer`.
+    """
+
+    space: Space
+    surrogate: Surrogate
+    inference: Any
+    acquisition: Acquisition
+    config: Mapping[str, Any]
+
+    @property
+    def direction(self) -> str:
+        """``"minimize"`` or ``"maximize"``."""
+        return self.config["direction"]
+
+    @property
+    def num_tasks(self) -> int | None:
+        """The number of tasks of a multi-task surrogate, None for one task."""
+        # declared by multi-task surrogates (models/multitask_gp.py's extras)
+        num = self.surrogate.extras.get("num_tasks")
+        return None if num is None else int(num)
+
+    @property
+    def acquisition_samples(self) -> int | None:
+        """How many posterior samples the acquisition averages over."""
+        return self.config.get("acquisition_samples") or self.acquisition.num_samples
+
+    @property
+    def optimizer_options(self) -> dict:
+        """Options of :func:`ppbo.optimize_acquisition` (and of recommendations)."""
+        return dict(self.config.get("optimizer_options") or {})
+
+    def data(self, trials: list[Trial]):
+        """The COMPLETE trials in model space and the standardisation."""
+        return complete_data(
+            trials, self.space, self.direction, self.num_tasks is not None
+        )
+
+
+def propose(
+    setup: Setup,
+    trials: list[Trial],
+    count: int,
+    task: int | None,
+    previous: Posterior | None,
+) -> tuple[list[dict], Posterior | None]:
+    """Return the rows of the next ``count`` trials and the step's posterior.
+
+    Args:
+        setup: the campaign's components and configuration.
+        trials: every trial so far, by number.
+        count: how many trials to ask.
+        task: the task asked for (multi-task surrogates), else None.
+        previous: the posterior of the previous model-based ask (a warm start).
+
+    Returns:
+        ``(rows, posterior)``: trial rows for :meth:`ppbo.storage.Storage.add_trials`
+        and the posterior fitted by this ask (None when no model was fitted).
+
+    Example:
+        >>> import jax, ppbo
+        >>> from ppbo.campaign import registry
+        >>> space = ppbo.Space({"x": ppbo.Real(0.0, 1.0)})
+        >>> config = {"direction": "minimize", "n_initial": 2, "seed": 0,
+        ...           "initial_design": "lhs"}
+        >>> setup = Setup(space, registry.resolve_surrogate(None)[0], ppbo.MAP(),
+        ...               ppbo.acquisition.log_ei, config)
+        >>> rows, posterior = propose(setup, [], 2, None, None)
+        >>> [row["origin"] for row in rows], posterior is None
+        (['design', 'design'], True)
+    """
+    config, space = setup.config, setup.space
+    iteration = len(trials)
+    n_initial = int(config["n_initial"])
+    design = None
+    units: list[np.ndarray] = []
+    rows: list[dict] = []
+    for number in range(iteration, min(iteration + count, n_initial)):
+        if design is None:
+            design = initial_design(
+                config["initial_design"], n_initial, space.dim, int(config["seed"])
+            )
+        units.append(space.snap(design[number]))
+        rows.append(_row(space, units[-1], iteration, "design", task=task))
+    remaining = count - len(rows)
+    if not remaining:
+        return rows, None
+    data, _ = setup.data(trials)
+    if data is None:
+        key = campaign_key(int(config["seed"]), iteration, "random")
+        U = np.asarray(jax.random.uniform(key, (remaining, space.dim)))
+        rows += [_row(space, space.snap(u), iteration, "random", task=task) for u in U]
+        return rows, None
+    pending, _ = pending_points(trials, space)
+    key = campaign_key(int(config["seed"]), iteration, "step")
+    X, posterior, extra = _suggest(
+        setup, key, data, remaining, pending + units, task, previous
+    )
+    rows += [_row(space, space.snap(x), iteration, "model", extra, task) for x in X]
+    return rows, posterior
+
+
+def _row(space, u, iteration, origin, extra=None, task=None) -> dict:
+    return {
+        "task": task,
+        "params": space.from_unit(u),
+        "state": TrialState.RUNNING,
+        "iteration": iteration,
+        "origin": origin,
+        "extra": dict(extra or {}),
+    }
+
+
+def _suggest(setup, key, data, q, pending, task, previous):
+    from ppbo.inference.diagnostics import DiagnosticWarning
+
+    space = setup.space
+    discrete = any(not isinstance(d, Real) for d in space.dimensions.values())
+    start = time.perf_counter()
+    result = step(
+        key,
+        setup.surrogate,
+        setup.inference,
+        setup.acquisition,
+        data,
+        pending=pending,
+        init=previous,
+        q=q,
+        acquisition_samples=setup.acquisition_samples,
+        acquisition_options=dict(setup.config.get("acquisition_options") or {}),
+        optimizer_options=setup.optimizer_options,
+        snap=partial(_snap, space) if discrete else None,
+        transform=None if task is None else partial(task_view, task=task),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DiagnosticWarning)
+        report = result.posterior.diagnostics(warn=False)
+    extra = {
+        "step_seconds": time.perf_counter() - start,
+        "diagnostics": list(report.warnings),
+    }
+    return result.X, result.posterior, extra
+
+
+def _snap(space: Space, U: np.ndarray) -> np.ndarray:
+    return np.stack([space.snap(u) for u in U])
