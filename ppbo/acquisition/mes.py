@@ -18,6 +18,25 @@ computed with ``log_ndtr`` (``phi / Phi = exp(log phi - log Phi)``), so it stays
 finite and accurate for very negative ``gamma``; ``gamma`` is clipped to
 ``[-1e6, 1e6]`` and the variance floored at ``min_var``.
 
+Observations are noisy, ``y = f + eps``, and what is learnt is the information in
+``y`` (Takeno et al. 2020, §3, for one fidelity): given :math:`f < y^*`, ``y`` has
+the extended skew-normal density
+:math:`N(y; \\mu, v)\\, \\Phi(a + b z) / \\Phi(\\gamma)` with
+:math:`v = \\sigma^2 + \\tau^2`, ``z`` the standardised ``y``,
+:math:`a = \\gamma \\sqrt{v} / \\tau` and :math:`b = -\\sigma / \\tau`, so
+that
+
+.. math::
+    \\alpha(x) = \\frac1K \\sum_k \\left[
+        \\frac{\\sigma^2 \\gamma_k \\varphi(\\gamma_k)}{2 v\\, \\Phi(\\gamma_k)}
+        - \\log \\Phi(\\gamma_k) + E[\\log \\Phi(a_k + b z)] \\right],
+
+whose last term, one smooth integral, is computed by Gaussian quadrature (it
+vanishes, and eq. (6) is recovered, as :math:`\\tau^2 \\to 0`). The noise
+variance :math:`\\tau^2(x)` is the surrogate's per-point ``noise`` (heteroscedastic
+models included); ``observed="latent"``, or a surrogate that declares no noise,
+gives eq. (6), the information in ``f(x)`` itself.
+
 The y* samples are drawn by ``prepare``, K per hyperparameter sample, once per
 ``evaluate``/``per_sample`` call or once per :func:`~ppbo.acquisition.bind` (so
 they stay fixed while ``ppbo.optimize_acquisition`` maximises the acquisition),
@@ -34,7 +53,8 @@ As in the authors' code, y* is forced above the best observed value ``y_max``:
 samples below ``y_max + epsilon`` are set to ``y_max + epsilon`` (MES-G sets all of
 them there when :math:`\\Pr[y^* < y_{max}] \\ge 1/4`).
 
-Options: ``key`` (required), ``method="paths"``, ``num_max_samples=10`` (K),
+Options: ``key`` (required), ``observed="noisy"`` (or ``"latent"``),
+``method="paths"``, ``num_max_samples=10`` (K),
 ``epsilon=0.1`` (model-space units; outputs are standardised), ``min_var=1e-18``;
 for ``"paths"``: ``num_features=1000``, ``num_candidates=1024``,
 ``num_restarts=4``, ``num_steps=100``; for ``"gumbel"``: ``num_grid=10000`` random
@@ -57,6 +77,9 @@ Example:
 References:
     Wang and Jegelka (2017), "Max-value entropy search for efficient Bayesian
     optimization", eq. (6) and §3.1.
+    Takeno, Fukuoka, Tsukada, Koyama, Shiga, Takeuchi and Karasuyama (2020),
+    "Multi-fidelity Bayesian optimization with max-value entropy search and its
+    parallelization", §3 (noisy observations).
     Hernández-Lobato, Hoffman and Ghahramani (2014), "Predictive entropy search for
     efficient global optimization of black-box functions", Appendix A (sample
     paths).
@@ -70,6 +93,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import log_ndtr
 from jax.scipy.stats import norm
 
@@ -83,6 +107,18 @@ __all__ = ["mes", "sample_max_values", "METHODS"]
 METHODS = ("paths", "gumbel")
 
 _GAMMA_MAX = 1e6
+_OBSERVED = ("noisy", "latent")
+# noisy observations: gamma is clipped below at -_GAMMA_MIN (Phi(gamma) stays
+# representable), and h(x) = Phi(x) log Phi(x) is integrated over
+# [min(c, 0) - _WINDOW, _WINDOW]: h(12) ~ -2e-33, and the weighted integrand
+# (a Gaussian of sd <= 1 about c) is below exp(-72) of its peak under the window
+_GAMMA_MIN = 30.0
+_WINDOW = 12.0
+_LEGENDRE = tuple(np.polynomial.legendre.leggauss(64))
+_HERMITE = (
+    np.polynomial.hermite_e.hermegauss(40)[0],
+    np.polynomial.hermite_e.hermegauss(40)[1] / math.sqrt(2.0 * math.pi),
+)
 _BISECTION_STEPS = 64
 _QUARTILES = (0.25, 0.5, 0.75)
 
@@ -259,7 +295,16 @@ def sample_max_values(
     )
 
 
-def _prepare(key, posterior: Posterior, *, max_values: Any = None, **options: Any):
+def _prepare(
+    key,
+    posterior: Posterior,
+    *,
+    max_values: Any = None,
+    observed: str = "noisy",
+    **options: Any,
+):
+    if observed not in _OBSERVED:
+        raise ValueError(f"observed must be one of {_OBSERVED}, got {observed!r}")
     if max_values is None:
         return sample_max_values(key, posterior, **options)
     max_values = jnp.asarray(max_values)
@@ -280,10 +325,59 @@ def _information_gain(mean, var, max_values, min_var):
     return jnp.mean(0.5 * gamma * ratio - log_cdf, axis=-1)
 
 
+def _noisy_information_gain(mean, var, noise, max_values, min_var):
+    # I({x, y}; y*) for y = f + eps, eps ~ N(0, noise): y given f < y* has the
+    # density N(y; mu, v) Phi(a + b z) / Phi(gamma), v = var + noise, z the
+    # standardised y, a = gamma sqrt(v) / tau, b = -sigma / tau (an extended
+    # skew-normal), so that with lambda = phi(gamma) / Phi(gamma)
+    #   I = sigma^2 gamma lambda / (2 v) - log Phi(gamma) + E[log Phi(a + b z)],
+    # which tends to eq. (6) as noise -> 0. E[log Phi(a + b z)] =
+    # E_{N(0,1)}[h(a + b z)] / Phi(gamma) with h(x) = Phi(x) log Phi(x) is one
+    # smooth integral: over x = a + b z (Gauss-Legendre) when |b| >= 1 and over z
+    # (Gauss-Hermite) when |b| < 1, each where its integrand is wide.
+    sd = jnp.sqrt(jnp.maximum(var, min_var))[:, None]
+    tau = jnp.sqrt(jnp.maximum(noise, min_var))[:, None]
+    root_v = jnp.sqrt(sd**2 + tau**2)
+    gamma = jnp.clip(
+        (max_values[None, :] - mean[:, None]) / sd, -_GAMMA_MIN, _GAMMA_MAX
+    )
+    log_cdf = log_ndtr(gamma)
+    ratio = jnp.exp(norm.logpdf(gamma) - log_cdf)
+    a, b = gamma * root_v / tau, -sd / tau
+
+    def h(x):
+        log_phi = log_ndtr(x)
+        return jnp.exp(log_phi) * log_phi
+
+    # the weight N(x; a, b^2) times Phi(x) peaks near gamma tau / sqrt(v), sd <= 1
+    nodes, weights = _LEGENDRE
+    lo = jnp.minimum(gamma * tau / root_v, 0.0)[..., None] - _WINDOW
+    x = lo + 0.5 * (_WINDOW - lo) * (nodes + 1.0)
+    z = (x - a[..., None]) / b[..., None]
+    weight = jnp.exp(norm.logpdf(z) - log_cdf[..., None]) / jnp.abs(b[..., None])
+    over_x = jnp.sum(0.5 * (_WINDOW - lo) * weights * weight * h(x), axis=-1)
+    nodes, weights = _HERMITE
+    over_z = jnp.sum(
+        weights * jnp.exp(-log_cdf[..., None]) * h(a[..., None] + b[..., None] * nodes),
+        axis=-1,
+    )
+    expected = jnp.where(jnp.abs(b) >= 1.0, over_x, over_z)
+    gain = 0.5 * sd**2 * gamma * ratio / root_v**2 - log_cdf + expected
+    return jnp.mean(gain, axis=-1)
+
+
 def _max_value_entropy_search(
-    sample: Sample, X: jax.Array, *, min_var: Any = 1e-18, **_: Any
+    sample: Sample,
+    X: jax.Array,
+    *,
+    min_var: Any = 1e-18,
+    observed: str = "noisy",
+    **_: Any,
 ) -> jax.Array:
     mean, var = sample.predict(X)
+    if observed == "noisy" and Capability.NOISE in sample.surrogate.capabilities:
+        noise = sample.noise(X)
+        return _noisy_information_gain(mean, var, noise, sample.aux, min_var)
     return _information_gain(mean, var, sample.aux, min_var)
 
 
