@@ -19,7 +19,14 @@ import numpy as np
 from ppbo.data import Dataset
 from ppbo.surrogate import Posterior, Surrogate
 
-__all__ = ["encode_posterior", "decode_posterior", "json_ready", "check_compatible"]
+__all__ = [
+    "encode_posterior",
+    "decode_posterior",
+    "json_ready",
+    "check_compatible",
+    "campaign_config",
+    "stored_components",
+]
 
 
 def _is_array_tree(tree: Any) -> bool:
@@ -141,3 +148,88 @@ def check_compatible(stored: Mapping[str, Any], given: Mapping[str, Any]) -> Non
                 f"campaign exists with a different {field}: stored {stored[field]!r}, "
                 f"given {given[field]!r}"
             )
+
+
+def campaign_config(
+    space: Any,
+    *,
+    surrogate: dict,
+    inference: dict,
+    acquisition: dict,
+    direction: str,
+    initial_design: str,
+    n_initial: int,
+    seed: int,
+    acquisition_samples: int | None,
+    acquisition_options: Mapping[str, Any] | None,
+    optimizer_options: Mapping[str, Any] | None,
+    metadata: Mapping[str, Any] | None,
+) -> dict:
+    """The stored (JSON) configuration of a new campaign.
+
+    Example:
+        >>> import ppbo
+        >>> config = campaign_config(
+        ...     ppbo.Space({"x": ppbo.Real(0, 1)}), surrogate={"name": "gp"},
+        ...     inference={"name": "map"}, acquisition={"name": "log_ei"},
+        ...     direction="minimize", initial_design="lhs",
+        ...     n_initial=3, seed=0, acquisition_samples=None,
+        ...     acquisition_options=None, optimizer_options=None, metadata=None)
+        >>> config["format"], config["acquisition"]
+        (1, {'name': 'log_ei'})
+    """
+    return {
+        "format": 1,
+        "space": space.to_json(),
+        "direction": direction,
+        "initial_design": initial_design,
+        "n_initial": int(n_initial),
+        "seed": int(seed),
+        "surrogate": surrogate,
+        "inference": inference,
+        "acquisition": acquisition,
+        "acquisition_samples": acquisition_samples,
+        "acquisition_options": json_ready("acquisition_options", acquisition_options),
+        "optimizer_options": json_ready("optimizer_options", optimizer_options),
+        "metadata": json_ready("metadata", metadata),
+    }
+
+
+def stored_components(config: Mapping[str, Any], name: str, **given: Any) -> dict:
+    """The surrogate, inference and acquisition a stored configuration names.
+
+    Args:
+        config: the stored configuration.
+        name: the campaign's name, for the messages.
+        **given: ``surrogate``, ``inference``, ``acquisition`` objects to use
+            instead (required for the custom components a campaign was created
+            with).
+
+    Raises:
+        ValueError: when a custom component is needed and not given.
+
+    Example:
+        >>> config = {"surrogate": {"name": "gp"}, "inference": {"name": "map"},
+        ...           "acquisition": {"name": "log_ei"}}
+        >>> sorted(stored_components(config, "demo"))
+        ['acquisition', 'inference', 'surrogate']
+    """
+    from ppbo.campaign import registry
+
+    parts = {}
+    for field, resolve in (
+        ("surrogate", registry.resolve_surrogate),
+        ("inference", registry.resolve_inference),
+        ("acquisition", registry.resolve_acquisition),
+    ):
+        spec, component = config[field], given.get(field)
+        if component is None and spec.get("name") == "custom":
+            raise ValueError(
+                f"campaign {name!r} was created with a custom {field} "
+                f"({spec.get('repr')}); pass it again: Optimizer.load(storage, "
+                f"name, {field}=...)"
+            )
+        if component is None:
+            component = spec if field != "acquisition" else spec["name"]
+        parts[field] = resolve(component)[0]
+    return parts

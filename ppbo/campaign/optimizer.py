@@ -21,14 +21,14 @@ from typing import Any
 
 import jax
 
-from ppbo.acquisition.base import default_acquisition
 from ppbo.campaign import registry
 from ppbo.campaign.ask import Setup, propose
 from ppbo.campaign.codec import (
+    campaign_config,
     check_compatible,
     decode_posterior,
     encode_posterior,
-    json_ready,
+    stored_components,
 )
 from ppbo.campaign.keys import campaign_key
 from ppbo.campaign.recommendation import Recommended, recommend_params
@@ -150,44 +150,31 @@ class Optimizer:
         check_arguments(direction, initial_design, n_initial, seed, name)
         if n_initial is None:
             n_initial = max(3, 2 * len(space))
-        surrogate, surrogate_spec = registry.resolve_surrogate(surrogate)
-        if inference is None and surrogate.trainer is not None:
-            from ppbo.inference import Train
-
-            inference = Train()
-        inference, inference_spec = registry.resolve_inference(inference)
-        if acquisition is None:
-            acquisition = default_acquisition(surrogate)
-        acquisition, acquisition_spec = registry.resolve_acquisition(acquisition)
-        check_acquisition(surrogate, acquisition, acquisition_samples)
+        parts, specs = registry.resolve_components(surrogate, inference, acquisition)
+        check_acquisition(parts["surrogate"], parts["acquisition"], acquisition_samples)
         from ppbo.storage import open_storage
 
         self._storage = open_storage(storage)
         name = name or f"campaign-{uuid.uuid4().hex[:8]}"
-        config = {
-            "format": 1,
-            "space": space.to_json(),
-            "direction": direction,
-            "initial_design": initial_design,
-            "n_initial": int(n_initial),
-            "seed": int(seed),
-            "surrogate": surrogate_spec,
-            "inference": inference_spec,
-            "acquisition": acquisition_spec,
-            "acquisition_samples": acquisition_samples,
-            "acquisition_options": json_ready(
-                "acquisition_options", acquisition_options
-            ),
-            "optimizer_options": json_ready("optimizer_options", optimizer_options),
-            "metadata": json_ready("metadata", metadata),
-        }
+        config = campaign_config(
+            space,
+            **specs,
+            direction=direction,
+            initial_design=initial_design,
+            n_initial=n_initial,
+            seed=seed,
+            acquisition_samples=acquisition_samples,
+            acquisition_options=acquisition_options,
+            optimizer_options=optimizer_options,
+            metadata=metadata,
+        )
         existing = self._storage.get_campaign(name)
         if existing is not None and load_if_exists:
             campaign = existing
             check_compatible(existing.config, config)
         else:
             campaign = self._storage.create_campaign(name, config)
-        self._init(campaign, space, surrogate, inference, acquisition)
+        self._init(campaign, space, **parts)
 
     def _init(self, campaign, space, surrogate, inference, acquisition) -> None:
         # the one constructor path of a new and a loaded campaign
@@ -239,22 +226,8 @@ class Optimizer:
                 f"no campaign named {name!r} in {storage!r}; it has {known}"
             )
         config = campaign.config
-        parts = {}
-        for field, given, resolve in (
-            ("surrogate", surrogate, registry.resolve_surrogate),
-            ("inference", inference, registry.resolve_inference),
-            ("acquisition", acquisition, registry.resolve_acquisition),
-        ):
-            spec = config[field]
-            if given is None and spec.get("name") == "custom":
-                raise ValueError(
-                    f"campaign {name!r} was created with a custom {field} "
-                    f"({spec.get('repr')}); pass it again: Optimizer.load(storage, "
-                    f"name, {field}=...)"
-                )
-            if given is None:
-                given = spec if field != "acquisition" else spec["name"]
-            parts[field] = resolve(given)[0]
+        given = {"surrogate": surrogate, "inference": inference}
+        parts = stored_components(config, name, acquisition=acquisition, **given)
         self = object.__new__(cls)
         self._storage = storage
         self._init(campaign, Space.from_json(config["space"]), **parts)

@@ -30,6 +30,7 @@ __all__ = [
     "resolve_surrogate",
     "resolve_inference",
     "resolve_acquisition",
+    "resolve_components",
 ]
 
 #: Acquisition used when none is given: log-EI, the acquisition with the best
@@ -254,3 +255,45 @@ def resolve_acquisition(acquisition: Any) -> tuple[Acquisition, dict]:
     raise ValueError(
         f"acquisition must be an Acquisition or a name, got {acquisition!r}"
     )
+
+
+def resolve_components(
+    surrogate: Any = None, inference: Any = None, acquisition: Any = None
+) -> tuple[dict, dict]:
+    """A campaign's surrogate, inference and acquisition, and their JSON specs.
+
+    Defaults: the ``"gp"`` surrogate; :data:`DEFAULT_INFERENCE`, or
+    :class:`ppbo.Train` for a surrogate with its own trainer; the acquisition
+    its capabilities allow (:func:`ppbo.acquisition.base.default_acquisition`).
+
+    Returns:
+        ``(components, specs)``: dicts with keys ``surrogate``, ``inference`` and
+        ``acquisition``.
+
+    Example:
+        >>> components, specs = resolve_components()
+        >>> specs["acquisition"]["name"], type(components["inference"]).__name__
+        ('log_ei', 'MAP')
+    """
+    from ppbo.acquisition.base import default_acquisition
+
+    surrogate, surrogate_spec = resolve_surrogate(surrogate)
+    if inference is None and surrogate.trainer is not None:
+        from ppbo.inference import Train
+
+        inference = Train()
+    inference, inference_spec = resolve_inference(inference)
+    if acquisition is None:
+        acquisition = default_acquisition(surrogate)
+    acquisition, acquisition_spec = resolve_acquisition(acquisition)
+    components = {
+        "surrogate": surrogate,
+        "inference": inference,
+        "acquisition": acquisition,
+    }
+    specs = {
+        "surrogate": surrogate_spec,
+        "inference": inference_spec,
+        "acquisition": acquisition_spec,
+    }
+    return components, specs

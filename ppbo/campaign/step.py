@@ -61,37 +61,32 @@ def step(
 ) -> Step:
     """Fit the surrogate to ``data`` and maximise the marginalised acquisition.
 
-    ``key`` is split into one key for the fit and one for the acquisition
-    optimiser. The acquisition averages over ``acquisition_samples`` evenly
-    spaced posterior samples (default: the acquisition's own ``num_samples``,
-    e.g. 16 for PES; all samples when it has none); a posterior with fewer
-    samples is repeated (:meth:`ppbo.Posterior.thin`). GP-UCB without ``beta``
-    or ``t`` gets the round ``t = n`` of the Srinivas et al. (2010) schedule.
+    GP-UCB without ``beta`` or ``t`` gets the round ``t = n`` of the schedule of
+    Srinivas et al. (2010).
 
     Args:
-        key: PRNG key.
-        surrogate: e.g. ``ppbo.models.gp.surrogate()``.
-        inference: ``ppbo.MAP()``, ``ppbo.NUTS(...)``, ``ppbo.Slice(...)`` ...
-        acquisition: e.g. ``ppbo.acquisition.log_ei``.
+        key: PRNG key, split into the fit's and the acquisition optimiser's.
+        surrogate, inference, acquisition: e.g. ``gp.surrogate()``, ``ppbo.MAP()``
+            and ``ppbo.acquisition.log_ei``.
         data: observations in model space (unit cube, standardised, maximise).
         pending: points under evaluation, shape (k, d), or None.
         init: the previous step's posterior, to warm-start the fit.
         q: number of points to suggest.
-        acquisition_samples: see above.
+        acquisition_samples: the acquisition averages over this many evenly
+            spaced posterior samples (default: its own ``num_samples``, e.g. 16
+            for PES; all when it has none); fewer are repeated
+            (:meth:`ppbo.Posterior.thin`).
         acquisition_options: static options of the acquisition.
         optimizer_options: passed to :func:`ppbo.optimize_acquisition`
             (``num_raw``, ``num_restarts``, ``max_iterations`` ...).
-        fitted: a posterior already fitted to ``data``; skips the fit (its key
-            is still split off, so the optimiser's key does not change).
-        transform: applied to the fitted posterior before the acquisition
-            (e.g. a point estimate of the hyperparameters); the returned
-            posterior is the untransformed one.
-        snap: for spaces with integer or categorical parameters, maps unit
-            points (m, d) to the unit images of the points that will be run.
-            Each suggested point is then the best snapped point, by the
-            acquisition evaluated AT the snapped points: the snapped optimum and
-            the snapped raw candidates are re-scored (the earlier points of a
-            batch and ``pending`` conditioned on, as in the optimiser).
+        fitted: a posterior already fitted to ``data``; skips the fit (the
+            optimiser's key is the same).
+        transform: applied to the fitted posterior before the acquisition (e.g.
+            one task's view); the returned posterior is the untransformed one.
+        snap: maps unit points (m, d) to the unit images of the points that
+            will be run (integer and categorical parameters); each suggested
+            point is then the best snapped point by the acquisition AT the
+            snapped points (the optimum and the raw candidates, snapped).
 
     Returns:
         A :class:`Step`.
@@ -112,11 +107,7 @@ def step(
     num = acquisition_samples or acquisition.num_samples
     if num:
         scored = scored.thin(num)
-    options = dict(acquisition_options or {})
-    if acquisition is _acquisition_module.ucb and not {"beta", "t"} & set(options):
-        # GP-UCB's schedule (Srinivas et al. 2010, Theorem 2) needs the round t:
-        # the number of observations the model conditions on
-        options["t"] = float(data.n)
+    options = _acquisition_options(acquisition, acquisition_options, data)
     if pending is not None and len(pending) == 0:
         pending = None
     pending = None if pending is None else np.asarray(pending, dtype=np.float64)
@@ -136,6 +127,15 @@ def step(
             acquisition, scored, key_opt, X, pending, snap, num_raw, options
         )
     return Step(X=X, values=values, posterior=posterior)
+
+
+def _acquisition_options(acquisition, given, data) -> dict:
+    options = dict(given or {})
+    if acquisition is _acquisition_module.ucb and not {"beta", "t"} & set(options):
+        # GP-UCB's schedule (Srinivas et al. 2010, Theorem 2) needs the round t:
+        # the number of observations the model conditions on
+        options["t"] = float(data.n)
+    return options
 
 
 def _snapped(acquisition, posterior, key, X, pending, snap, num_raw, options):
