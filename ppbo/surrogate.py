@@ -691,7 +691,7 @@ class Posterior:
         )
 
     # -- conditioning ---------------------------------------------------------------
-    def condition(self, X: Any, y: Any) -> Posterior:
+    def condition(self, X: Any, y: Any, task: Any = None) -> Posterior:
         """The same hyperparameter samples conditioned on extra observations.
 
         Appends ``(X, y)`` to the data (in the same capacity bucket when they fit)
@@ -701,6 +701,7 @@ class Posterior:
         Args:
             X: points in the unit cube, shape (k, d).
             y: their (standardised) values, shape (k,).
+            task: their task ids (k,) for multi-task surrogates (None: task 0).
 
         Returns:
             A new posterior; this one is unchanged.
@@ -718,7 +719,8 @@ class Posterior:
 
         self.surrogate.require(Capability.CONDITIONING, by="conditioning on new data")
         X = _validate_X(X, self.data.dim)
-        data = self.data.append(np.asarray(X), np.asarray(y, dtype=np.float64))
+        y = np.asarray(y, dtype=np.float64)
+        data = self.data.append(np.asarray(X), y, task)
         cache = prepare_cache(self.surrogate, self.samples, data)
         return self._replace(data=data, cache=cache)
 

@@ -133,11 +133,10 @@ def propose(
         U = np.asarray(jax.random.uniform(key, (remaining, space.dim)))
         rows += [_row(space, space.snap(u), iteration, "random", task=task) for u in U]
         return rows, None
-    pending, _ = pending_points(trials, space)
+    pending, tasks = pending_points(trials, space)
     key = campaign_key(int(config["seed"]), iteration, "step")
-    X, posterior, extra = _suggest(
-        setup, key, data, remaining, pending + units, task, previous
-    )
+    pending = (pending + units, tasks + [task] * len(units))
+    X, posterior, extra = _suggest(setup, key, data, remaining, pending, task, previous)
     rows += [_row(space, space.snap(x), iteration, "model", extra, task) for x in X]
     return rows, posterior
 
@@ -156,32 +155,67 @@ def _row(space, u, iteration, origin, extra=None, task=None) -> dict:
 def _suggest(setup, key, data, q, pending, task, previous):
     from ppbo.inference.diagnostics import DiagnosticWarning
 
+    start = time.perf_counter()
+    if task is None:
+        X, posterior = _step(setup, key, data, previous, q=q, pending=pending[0])
+    else:
+        X, posterior = _suggest_for_task(setup, key, data, q, pending, task, previous)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DiagnosticWarning)
+        report = posterior.diagnostics(warn=False)
+    extra = {
+        "step_seconds": time.perf_counter() - start,
+        "diagnostics": list(report.warnings),
+    }
+    return X, posterior, extra
+
+
+def _step(setup, key, data, previous, **options):
     space = setup.space
     discrete = any(not isinstance(d, Real) for d in space.dimensions.values())
-    start = time.perf_counter()
     result = step(
         key,
         setup.surrogate,
         setup.inference,
         setup.acquisition,
         data,
-        pending=pending,
         init=previous,
-        q=q,
         acquisition_samples=setup.acquisition_samples,
         acquisition_options=dict(setup.config.get("acquisition_options") or {}),
         optimizer_options=setup.optimizer_options,
         snap=partial(_snap, space) if discrete else None,
-        transform=None if task is None else partial(task_view, task=task),
+        **options,
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DiagnosticWarning)
-        report = result.posterior.diagnostics(warn=False)
-    extra = {
-        "step_seconds": time.perf_counter() - start,
-        "diagnostics": list(report.warnings),
-    }
-    return result.X, result.posterior, extra
+    return result.X, result.posterior
+
+
+def _suggest_for_task(setup, key, data, q, pending, task, previous):
+    # Multi-task asks: every pending point (and each earlier point of the batch)
+    # is believed at its own task's mixture mean, then task ``task``'s view is
+    # scored; one point per step, the fit reused after the first.
+    points, tasks = list(pending[0]), [0 if t is None else t for t in pending[1]]
+    keys = [key] if q == 1 else list(jax.random.split(key, q))
+    chosen, posterior = [], None
+    for key_i in keys:
+        view = partial(_believed_view, points=points, tasks=tasks, task=task)
+        X, posterior = _step(
+            setup, key_i, data, previous, fitted=posterior, transform=view
+        )
+        chosen.append(X[0])
+        points, tasks = points + [X[0]], tasks + [task]
+    return np.stack(chosen), posterior
+
+
+def _believed_view(posterior, points, tasks, task):
+    """Task ``task``'s view of ``posterior`` given pending points of any task."""
+    if points:
+        X, tasks = np.stack(points), np.asarray(tasks, dtype=np.int64)
+        believed = np.zeros(len(X))
+        for t in np.unique(tasks):
+            mean, _ = task_view(posterior, int(t)).predict_marginal(X[tasks == t])
+            believed[tasks == t] = np.asarray(mean)
+        posterior = posterior.condition(X, believed, task=tasks)
+    return task_view(posterior, task)
 
 
 def _snap(space: Space, U: np.ndarray) -> np.ndarray:

@@ -87,3 +87,43 @@ def test_recommendations_are_per_task():
     # task 0 has its minimum at 0.3, task 1 at 0.7 (observed on both sides)
     assert first.params["x"] < second.params["x"]
     assert opt.recommend().params == first.params  # task 0 by default
+
+
+def test_pending_points_are_believed_in_their_own_task():
+    from ppbo.campaign.ask import _believed_view
+
+    X = np.array([[0.1], [0.5], [0.9], [0.2], [0.8]])
+    data, _ = model_data(X, [0.0, 1.0, 0.0, 2.0, -1.0], task=[0, 0, 0, 1, 1])
+    surrogate = ppbo.campaign.registry.resolve_surrogate("multitask_gp")[0]
+    posterior = ppbo.fit(
+        surrogate,
+        data,
+        ppbo.MAP(num_restarts=2),
+        ppbo.campaign.keys.campaign_key(0, 0, "step"),
+    )
+    x = np.array([[0.35]])
+    _, before = task_view(posterior, 0).predict_marginal(x)
+    same = _believed_view(posterior, [x[0]], [1], task=1)
+    other = _believed_view(posterior, [x[0]], [1], task=0)
+    # the believed row is a task-1 row at task 1's mixture mean
+    _, y, t = same.data.unpadded()
+    mean1, _ = task_view(posterior, 1).predict_marginal(x)
+    assert t[-1] == 1 and y[-1] == pytest.approx(float(mean1[0]), rel=1e-12)
+    _, var_same = same.predict_marginal(x)
+    _, var_other = other.predict_marginal(x)
+    # task 1's variance at x falls below the noise variance (one sample: v n /
+    # (v + n) after a noisy observation there); task 0's only by the correlation
+    assert float(var_same[0]) < float(np.max(posterior.noise_var(x, task=1)))
+    assert float(var_same[0]) < float(var_other[0]) < float(before[0])
+    as_task_0 = task_view(posterior.condition_on_pending(x), 0)
+    assert float(as_task_0.predict_marginal(x)[1][0]) < float(var_other[0])
+
+
+def test_a_multi_task_batch_is_asked_point_by_point(tmp_path):
+    opt = _campaign(None)
+    _start(opt)
+    running = opt.ask(task=1)
+    batch = opt.ask(2, task=0)
+    assert [t.task for t in batch] == [0, 0]
+    xs = [running.params["x"]] + [t.params["x"] for t in batch]
+    assert len(set(xs)) == 3
