@@ -12,4 +12,5 @@ __all__ = [
     "dngo",
     "ablr",
     "forest",
+    "bnn",
 ]
