@@ -9,6 +9,8 @@ points, so that the noise level the data show (sampling sd of the estimated
 noise sd about 0.1 / sqrt(200) = 7%) is close to the true one.
 """
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,6 +20,7 @@ from scipy import stats
 
 import ppbo
 from ppbo.models import bnn
+from ppbo.storage import SQLiteStorage
 from ppbo.surrogate import Capability
 
 NOISE_SD = 0.1
@@ -105,3 +108,52 @@ def test_sample_paths_are_the_samples_networks(posterior):
     values = surrogate.paths.evaluate(paths, X)
     mean = posterior.predict(np.asarray(X))[0][3]
     np.testing.assert_allclose(values, np.stack([mean, mean]), rtol=1e-12)
+
+
+SMALL = bnn.surrogate((4,))
+TINY_NUTS = ppbo.NUTS(num_warmup=30, num_samples=16)
+FAST = {"num_raw": 64, "num_restarts": 2, "max_iterations": 20}
+
+
+def _campaign(storage, name, steps, stop_at=None):
+    """Ask/tell ``steps`` times; with ``stop_at``, reload from storage after that
+    many asks (the last ask not told) and go on."""
+
+    def value(trial):
+        return float(function(np.array(trial.params["x"])))
+
+    opt = ppbo.Optimizer(
+        {"x": ppbo.Real(0.0, 1.0)},
+        surrogate=SMALL,
+        inference=TINY_NUTS,
+        n_initial=3,
+        seed=5,
+        storage=storage,
+        name=name,
+        optimizer_options=FAST,
+    )
+    for step in range(steps):
+        if step == stop_at:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ppbo.CampaignWarning)
+                opt = ppbo.Optimizer.load(storage, name, surrogate=SMALL)
+            for trial in opt.get_trials("RUNNING"):
+                opt.tell(trial, value(trial))
+            continue
+        trial = opt.ask()
+        if stop_at is not None and step == stop_at - 1:
+            continue  # "killed" after the ask, before the tell
+        opt.tell(trial, value(trial))
+    return opt.get_trials()
+
+
+@pytest.mark.slow
+def test_campaign_resumes_with_the_uninterrupted_suggestions(tmp_path):
+    with warnings.catch_warnings():
+        # tiny NUTS runs do not mix; the campaign reports it, the test ignores it
+        warnings.simplefilter("ignore", ppbo.DiagnosticWarning)
+        whole = _campaign(SQLiteStorage(tmp_path / "a.db"), "a", 5)
+        resumed = _campaign(SQLiteStorage(tmp_path / "b.db"), "b", 6, stop_at=4)
+    assert [t.params for t in whole] == [t.params for t in resumed]
+    assert [t.value for t in whole] == [t.value for t in resumed]
+    assert [t.origin for t in resumed].count("model") == 2
