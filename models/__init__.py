@@ -3,4 +3,14 @@
 Installed as ``ppbo.models``; every module exports a ``surrogate(...)`` builder.
 """
 
-__all__ = ["gp", "multitask_gp", "kernels", "gaussian"]
+__all__ = [
+    "gp",
+    "multitask_gp",
+    "kernels",
+    "gaussian",
+    "blr",
+    "dngo",
+    "ablr",
+    "forest",
+    "bnn",
+]

@@ -59,11 +59,39 @@ def _multitask_gp(num_tasks: int = 2, kernel: str = "matern52") -> Surrogate:
     return multitask_gp.surrogate(num_tasks=int(num_tasks), kernel=kernel)
 
 
+def _dngo(width: int = 50, depth: int = 3, num_steps: int = 1000) -> Surrogate:
+    from ppbo.models import dngo
+
+    return dngo.surrogate(hidden=(int(width),) * int(depth), num_steps=int(num_steps))
+
+
+def _ablr(
+    num_tasks: int = 1, width: int = 50, depth: int = 3, num_steps: int = 1000
+) -> Surrogate:
+    from ppbo.models import ablr
+
+    return ablr.surrogate(
+        num_tasks=int(num_tasks),
+        hidden=(int(width),) * int(depth),
+        num_steps=int(num_steps),
+    )
+
+
+def _forest(num_trees: int = 32, kind: str = "random_forest") -> Surrogate:
+    from ppbo.models import forest
+
+    return forest.surrogate(num_trees=int(num_trees), kind=kind)
+
+
 #: Surrogate name -> (builder, default options). ``"gp-<kernel>"`` is the GP with
-#: that kernel.
+#: that kernel. The network surrogates take ``depth`` tanh layers of ``width``
+#: units (scalars, so that specs stay JSON and hashable).
 SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
     "gp": (_gp, {"kernel": "matern52", "mean": "constant"}),
     "multitask_gp": (_multitask_gp, {"num_tasks": 2, "kernel": "matern52"}),
+    "dngo": (_dngo, {"width": 50, "depth": 3, "num_steps": 1000}),
+    "ablr": (_ablr, {"num_tasks": 1, "width": 50, "depth": 3, "num_steps": 1000}),
+    "forest": (_forest, {"num_trees": 32, "kind": "random_forest"}),
 }
 
 
@@ -151,8 +179,9 @@ def resolve_surrogate(surrogate: Any) -> tuple[Surrogate, dict]:
 
     Args:
         surrogate: None (``"gp"``), ``"gp"``, ``"gp-<kernel>"``,
-            ``"multitask_gp"``, a spec ``{"name": "gp", "kernel": ...}``, or a
-            :class:`ppbo.Surrogate` (spec ``{"name": "custom"}``).
+            ``"multitask_gp"``, ``"dngo"``, ``"ablr"``, ``"forest"``, a spec
+            ``{"name": "gp", "kernel": ...}``, or a :class:`ppbo.Surrogate`
+            (spec ``{"name": "custom"}``).
 
     Raises:
         ValueError: for an unknown name or option.

@@ -44,7 +44,7 @@ def test_specs_round_trip_to_the_same_objects():
     with pytest.raises(ValueError, match="has no option 'kernal'"):
         registry.resolve_surrogate({"name": "gp", "kernal": "rbf"})
     with pytest.raises(ValueError, match="surrogate must be"):
-        registry.resolve_surrogate("forest")
+        registry.resolve_surrogate("gradient_boosting")
 
 
 def test_key_streams_are_distinct_and_fixed():

@@ -1,0 +1,253 @@
+"""Bayesian linear regression on fixed features, with its marginal likelihood.
+
+The last layer of DNGO (:mod:`ppbo.models.dngo`) and ABLR (:mod:`ppbo.models.ablr`):
+weights ``w`` of features ``phi(x)`` (k,) with prior ``w ~ N(0, alpha^-1 I)`` and
+observations ``y = Phi w + eps``, ``eps ~ N(0, beta^-1 I)``. Bishop (2006), §3.3 and
+§3.5: the posterior of the weights is ``N(m_N, S_N)`` with
+
+.. math::
+    A = \\alpha I + \\beta \\Phi^T \\Phi, \\quad S_N = A^{-1}, \\quad
+    m_N = \\beta A^{-1} \\Phi^T y \\qquad \\text{(eqs. 3.53-3.54, 3.81)}
+
+the latent predictive at ``x`` is ``N(phi(x)^T m_N, phi(x)^T S_N phi(x))`` (eq. 3.59
+less the noise term ``1 / beta``), and the log marginal likelihood is
+
+.. math::
+    \\log p(y \\mid \\alpha, \\beta) = \\frac k2 \\log\\alpha + \\frac N2 \\log\\beta
+    - E(m_N) - \\frac12 \\log|A| - \\frac N2 \\log 2\\pi, \\quad
+    E(m_N) = \\frac\\beta2 \\lVert y - \\Phi m_N\\rVert^2
+    + \\frac\\alpha2 m_N^T m_N \\qquad \\text{(eqs. 3.79, 3.86)}
+
+Padded rows (``mask`` False) are removed by zeroing their features and targets and
+counting only ``N = sum(mask)`` observations, so every result equals the unpadded
+one. :func:`log_marginal_likelihood` is differentiable in the features (ABLR
+trains its network through it); :func:`maximize_evidence` sets ``alpha`` and
+``beta`` by type-II maximum likelihood through the eigenvalues of ``Phi^T Phi``
+(Bishop 2006, eq. 3.87), as DNGO does for its last layer (Snoek et al. 2015, §3).
+
+References:
+    Bishop, C. M. (2006). Pattern Recognition and Machine Learning, §3.3, §3.5.
+    Snoek, J. et al. (2015). Scalable Bayesian Optimization Using Deep Neural
+    Networks. ICML.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.linalg import solve_triangular
+
+__all__ = [
+    "WeightPosterior",
+    "weight_posterior",
+    "predict",
+    "log_marginal_likelihood",
+    "maximize_evidence",
+    "LOG_ALPHA_BOUNDS",
+    "LOG_BETA_BOUNDS",
+]
+
+#: Box for ``log alpha`` in :func:`maximize_evidence` (weight precision).
+LOG_ALPHA_BOUNDS = (-10.0, 10.0)
+#: Box for ``log beta`` in :func:`maximize_evidence`: the noise variance ``1 / beta``
+#: of standardised outputs stays in ``[1e-6, e^4]``, as the GP's noise keeps a
+#: jitter of 1e-6 (features that interpolate the data would send beta to infinity).
+LOG_BETA_BOUNDS = (-4.0, 6.0 * math.log(10.0))
+
+
+class WeightPosterior(NamedTuple):
+    """The Gaussian posterior ``N(m_N, A^-1)`` of the weights.
+
+    Attributes:
+        mean: ``m_N``, shape (k,).
+        chol_inv: ``L^-1`` with ``A = L L^T`` (lower), shape (k, k), so that
+            ``S_N = chol_inv^T chol_inv``.
+    """
+
+    mean: jax.Array
+    chol_inv: jax.Array
+
+
+def _masked(Phi: jax.Array, y: jax.Array, mask: jax.Array):
+    Phi = jnp.where(mask[:, None], Phi, 0.0)
+    y = jnp.where(mask, y, 0.0)
+    return Phi, y, jnp.sum(mask).astype(Phi.dtype)
+
+
+def _factor(Phi, y, alpha, beta):
+    k = Phi.shape[1]
+    A = alpha * jnp.eye(k, dtype=Phi.dtype) + beta * (Phi.T @ Phi)
+    L = jnp.linalg.cholesky(A)
+    a = solve_triangular(L, beta * (Phi.T @ y), lower=True)
+    mean = solve_triangular(L.T, a, lower=False)
+    return L, mean
+
+
+def weight_posterior(
+    Phi: jax.Array,
+    y: jax.Array,
+    mask: jax.Array,
+    alpha: jax.Array | float,
+    beta: jax.Array | float,
+) -> WeightPosterior:
+    """Posterior of the weights given the precisions (Bishop 2006, eqs. 3.53-3.54).
+
+    Args:
+        Phi: features of the observations, shape (n, k).
+        y: targets, shape (n,).
+        mask: bool (n,); False rows are ignored.
+        alpha: prior precision of the weights, scalar > 0.
+        beta: noise precision, scalar > 0.
+
+    Returns:
+        A :class:`WeightPosterior`.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> Phi = jnp.ones((2, 1)); mask = jnp.array([True, False])
+        >>> post = weight_posterior(Phi, jnp.array([2.0, 9.0]), mask, 1.0, 1.0)
+        >>> round(float(post.mean[0]), 12), round(float(post.chol_inv[0, 0]) ** 2, 12)
+        (1.0, 0.5)
+    """
+    Phi, y, _ = _masked(Phi, y, mask)
+    L, mean = _factor(Phi, y, alpha, beta)
+    eye = jnp.eye(L.shape[0], dtype=L.dtype)
+    return WeightPosterior(mean=mean, chol_inv=solve_triangular(L, eye, lower=True))
+
+
+def predict(posterior: WeightPosterior, Phi: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Latent predictive mean and variance at features ``Phi`` (m, k).
+
+    ``phi^T m_N`` and ``phi^T S_N phi`` (Bishop 2006, eq. 3.59 without the noise
+    variance ``1 / beta``).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> post = WeightPosterior(jnp.array([1.0]), jnp.array([[0.5]]))
+        >>> [a.tolist() for a in predict(post, jnp.array([[2.0]]))]
+        [[2.0], [1.0]]
+    """
+    V = Phi @ posterior.chol_inv.T
+    return Phi @ posterior.mean, jnp.sum(V**2, axis=1)
+
+
+def log_marginal_likelihood(
+    Phi: jax.Array,
+    y: jax.Array,
+    mask: jax.Array,
+    alpha: jax.Array | float,
+    beta: jax.Array | float,
+) -> jax.Array:
+    """``log p(y | alpha, beta)`` of the masked rows (Bishop 2006, eq. 3.86).
+
+    Differentiable in ``Phi``, ``alpha`` and ``beta`` (one Cholesky factor of
+    the k x k matrix ``A``).
+
+    Example:
+        >>> import jax.numpy as jnp  # y ~ N(0, 1/alpha + 1/beta) = N(0, 2)
+        >>> value = log_marginal_likelihood(
+        ...     jnp.ones((1, 1)), jnp.zeros(1), jnp.array([True]), 1.0, 1.0)
+        >>> round(float(value), 6) == round(-0.5 * jnp.log(4 * jnp.pi).item(), 6)
+        True
+    """
+    Phi, y, n = _masked(Phi, y, mask)
+    k = Phi.shape[1]
+    L, mean = _factor(Phi, y, alpha, beta)
+    energy = 0.5 * beta * jnp.sum((y - Phi @ mean) ** 2) + 0.5 * alpha * mean @ mean
+    return (
+        0.5 * k * jnp.log(alpha)
+        + 0.5 * n * jnp.log(beta)
+        - energy
+        - jnp.sum(jnp.log(jnp.diag(L)))
+        - 0.5 * n * math.log(2.0 * math.pi)
+    )
+
+
+def _spectral_evidence(eig, b, yy, n, k, log_alpha, log_beta):
+    # eq. 3.86 in the eigenbasis of Phi^T Phi = U diag(eig) U^T, b = U^T Phi^T y:
+    # A has eigenvalues alpha + beta eig and m_N = U (beta b / (alpha + beta eig)).
+    alpha, beta = jnp.exp(log_alpha), jnp.exp(log_beta)
+    lam = alpha + beta * eig
+    m = beta * b / lam
+    residual = yy - 2.0 * m @ b + jnp.sum(eig * m**2)
+    energy = 0.5 * beta * residual + 0.5 * alpha * m @ m
+    return (
+        0.5 * k * log_alpha
+        + 0.5 * n * log_beta
+        - energy
+        - 0.5 * jnp.sum(jnp.log(lam))
+        - 0.5 * n * math.log(2.0 * math.pi)
+    )
+
+
+def maximize_evidence(
+    Phi: jax.Array,
+    y: jax.Array,
+    mask: jax.Array,
+    *,
+    grid: int = 48,
+    iterations: int = 50,
+) -> tuple[jax.Array, jax.Array]:
+    """Type-II maximum-likelihood precisions ``(alpha, beta)`` in the boxes above.
+
+    The evidence (eq. 3.86) is evaluated in closed form from the eigenvalues of
+    ``Phi^T Phi`` (eq. 3.87) on a ``grid x grid`` log-spaced grid over
+    :data:`LOG_ALPHA_BOUNDS` x :data:`LOG_BETA_BOUNDS`; from the best grid point
+    the re-estimation equations ``gamma = sum beta l / (alpha + beta l)``,
+    ``alpha = gamma / m_N^T m_N``, ``1 / beta = |y - Phi m_N|^2 / (N - gamma)``
+    (eqs. 3.91-3.95; MacKay 1992) run ``iterations`` times, clipped to the box;
+    the better of the two points is returned. Fixed work, so it compiles once.
+
+    Args:
+        Phi: features (n, k); y: targets (n,); mask: bool (n,).
+        grid: grid points per axis.
+        iterations: fixed-point iterations after the grid search.
+
+    Returns:
+        ``(alpha, beta)``, scalars.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> x = jnp.linspace(0, 1, 40)
+        >>> Phi = jnp.stack([jnp.ones_like(x), x], 1)
+        >>> noise = 0.1 * jax.random.normal(jax.random.key(0), (40,))
+        >>> alpha, beta = maximize_evidence(Phi, 1.0 + 2.0 * x + noise, x < 2)
+        >>> bool(30.0 < beta < 300.0)  # the true noise precision is 100
+        True
+    """
+    Phi, y, n = _masked(Phi, y, mask)
+    k = Phi.shape[1]
+    eig, U = jnp.linalg.eigh(Phi.T @ Phi)
+    eig = jnp.maximum(eig, 0.0)
+    b = U.T @ (Phi.T @ y)
+    yy = y @ y
+    evidence = jax.vmap(lambda la, lb: _spectral_evidence(eig, b, yy, n, k, la, lb))
+    la_grid = jnp.linspace(*LOG_ALPHA_BOUNDS, grid)
+    lb_grid = jnp.linspace(*LOG_BETA_BOUNDS, grid)
+    LA, LB = (a.ravel() for a in jnp.meshgrid(la_grid, lb_grid, indexing="ij"))
+    values = evidence(LA, LB)
+    best = jnp.argmax(values)
+    start = (LA[best], LB[best])
+
+    def step(_, state):
+        log_alpha, log_beta = state
+        alpha, beta = jnp.exp(log_alpha), jnp.exp(log_beta)
+        lam = alpha + beta * eig
+        m = beta * b / lam
+        gamma = jnp.sum(beta * eig / lam)
+        residual = jnp.maximum(yy - 2.0 * m @ b + jnp.sum(eig * m**2), 0.0)
+        log_alpha = jnp.log(jnp.maximum(gamma, 1e-300)) - jnp.log(m @ m + 1e-300)
+        log_beta = jnp.log(jnp.maximum(n - gamma, 1e-300)) - jnp.log(residual + 1e-300)
+        return (
+            jnp.clip(log_alpha, *LOG_ALPHA_BOUNDS),
+            jnp.clip(log_beta, *LOG_BETA_BOUNDS),
+        )
+
+    refined = jax.lax.fori_loop(0, iterations, step, start)
+    better = evidence(refined[0][None], refined[1][None])[0] > values[best]
+    log_alpha = jnp.where(better, refined[0], start[0])
+    log_beta = jnp.where(better, refined[1], start[1])
+    return jnp.exp(log_alpha), jnp.exp(log_beta)

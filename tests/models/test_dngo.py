@@ -1,0 +1,163 @@
+"""DNGO: the network's last layer as Bayesian linear regression.
+
+References: dense numpy linear algebra for the weight posterior on the trained
+network's features (Bishop 2006, eqs. 3.53-3.59), scipy.stats for the evidence
+that alpha and beta maximise, and Monte Carlo moments of the sample paths.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+import ppbo
+from ppbo.models import blr, dngo
+from ppbo.surrogate import Capability
+
+SMALL = dngo.surrogate(hidden=(16, 16), num_steps=300)
+
+
+def objective(X):
+    return np.sin(6.0 * X[:, 0]) + 0.5 * X[:, 0]
+
+
+@pytest.fixture(scope="module")
+def data():
+    X = np.random.default_rng(0).random((14, 1))
+    return ppbo.Dataset(X, objective(X), capacity=24)
+
+
+@pytest.fixture(scope="module")
+def posterior(data):
+    return ppbo.fit(SMALL, data, ppbo.Train(), jax.random.key(1))
+
+
+def _features(posterior, X):
+    params = {k: v[0] for k, v in posterior.samples.items()}
+    return np.asarray(dngo.features(params, jnp.asarray(X)))
+
+
+def _dense(Phi, y, alpha, beta):
+    A = alpha * np.eye(Phi.shape[1]) + beta * Phi.T @ Phi
+    S = np.linalg.inv(A)
+    return beta * S @ Phi.T @ y, S
+
+
+def test_samples_and_capabilities(posterior):
+    assert sorted(posterior.samples) == ["alpha", "b0", "b1", "beta", "w0", "w1"]
+    assert posterior.samples["w1"].shape == (1, 16, 16)
+    assert all(v.dtype == jnp.float64 for v in posterior.samples.values())
+    assert SMALL.capabilities == {
+        Capability.PREDICT_JOINT,
+        Capability.NOISE,
+        Capability.SAMPLE_PATHS,
+        Capability.CONDITIONING,
+    }
+
+
+def test_predictions_are_the_dense_blr_posterior_on_the_features(posterior, data):
+    X, y, _ = data.unpadded()
+    alpha = float(posterior.samples["alpha"][0])
+    beta = float(posterior.samples["beta"][0])
+    mean_w, S = _dense(_features(posterior, X), y, alpha, beta)
+    Xs = np.linspace(0.0, 1.0, 9)[:, None]
+    Phis = _features(posterior, Xs)
+    mean, var = posterior.predict(Xs)
+    np.testing.assert_allclose(mean[0], Phis @ mean_w, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        var[0], np.einsum("mi,ij,mj->m", Phis, S, Phis), rtol=1e-7, atol=1e-12
+    )
+    np.testing.assert_allclose(posterior.noise_var(Xs)[0], 1.0 / beta, rtol=1e-12)
+    _, cov = SMALL.predict_joint_one(
+        {k: v[0] for k, v in posterior.samples.items()},
+        data,
+        jnp.asarray(Xs),
+        jax.tree.map(lambda a: a[0], posterior.cache),
+    )
+    np.testing.assert_allclose(cov, Phis @ S @ Phis.T, rtol=1e-7, atol=1e-12)
+
+
+def test_precisions_maximise_the_evidence_of_the_features(posterior, data):
+    X, y, _ = data.unpadded()
+    Phi = _features(posterior, X)
+    alpha = float(posterior.samples["alpha"][0])
+    beta = float(posterior.samples["beta"][0])
+
+    def evidence(a, b):
+        cov = Phi @ Phi.T / a + np.eye(len(y)) / b
+        return stats.multivariate_normal(np.zeros(len(y)), cov).logpdf(y)
+
+    best = evidence(alpha, beta)
+    lo_a, hi_a = np.exp(blr.LOG_ALPHA_BOUNDS)
+    lo_b, hi_b = np.exp(blr.LOG_BETA_BOUNDS)
+    for fa, fb in [(1.05, 1), (1 / 1.05, 1), (1, 1.05), (1, 1 / 1.05)]:
+        a, b = alpha * fa, beta * fb
+        if lo_a <= a <= hi_a and lo_b <= b <= hi_b:
+            assert evidence(a, b) <= best + 1e-9
+
+
+def test_the_network_fits_the_function(posterior):
+    Xs = np.linspace(0.02, 0.98, 25)[:, None]
+    mean, _ = posterior.predict_marginal(Xs)
+    # much better than the best constant predictor (the data span [0, 1])
+    rmse = np.sqrt(np.mean((np.asarray(mean) - objective(Xs)) ** 2))
+    assert rmse < 0.2 * np.std(objective(Xs))
+
+
+def test_conditioning_is_the_blr_posterior_on_the_appended_data(posterior, data):
+    Xn, yn = np.array([[0.33], [0.71]]), np.array([0.4, -0.2])
+    more = posterior.condition(Xn, yn)
+    X, y, _ = more.data.unpadded()
+    alpha = float(posterior.samples["alpha"][0])
+    beta = float(posterior.samples["beta"][0])
+    mean_w, S = _dense(_features(posterior, X), y, alpha, beta)
+    Xs = np.array([[0.3], [0.7]])
+    Phis = _features(posterior, Xs)
+    mean, var = more.predict(Xs)
+    np.testing.assert_allclose(mean[0], Phis @ mean_w, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        var[0], np.einsum("mi,ij,mj->m", Phis, S, Phis), rtol=1e-7, atol=1e-12
+    )
+
+
+def test_sample_paths_have_the_predictive_moments(posterior):
+    num = 4000
+    params = {k: v[0] for k, v in posterior.samples.items()}
+    cache = jax.tree.map(lambda a: a[0], posterior.cache)
+    paths = SMALL.paths.draw(jax.random.key(5), params, posterior.data, cache, num)
+    Xs = np.array([[0.1], [0.5], [0.9]])
+    values = np.asarray(SMALL.paths.evaluate(paths, jnp.asarray(Xs)))
+    mean, var = (np.asarray(a[0]) for a in posterior.predict(Xs))
+    # five Monte Carlo standard errors: sd / sqrt(N) for the mean and, for a
+    # Gaussian, var * sqrt(2 / (N - 1)) for the sample variance
+    np.testing.assert_array_less(np.abs(values.mean(0) - mean), 5 * np.sqrt(var / num))
+    np.testing.assert_array_less(
+        np.abs(values.var(0, ddof=1) - var), 5 * var * np.sqrt(2 / (num - 1))
+    )
+
+
+def test_one_compilation_per_bucket(data, compile_counter):
+    X, y, _ = data.unpadded()
+    ppbo.fit(
+        SMALL,
+        ppbo.Dataset(X[:10], y[:10], capacity=24),
+        ppbo.Train(),
+        jax.random.key(0),
+    )
+    with compile_counter.measure():
+        for n in (11, 12):
+            ppbo.fit(
+                SMALL,
+                ppbo.Dataset(X[:n], y[:n], capacity=24),
+                ppbo.Train(),
+                jax.random.key(n),
+            )
+    assert compile_counter.count == 0
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ValueError, match="hidden"):
+        dngo.surrogate(hidden=())
+    with pytest.raises(ValueError, match="num_steps"):
+        dngo.surrogate(num_steps=0)
