@@ -3,4 +3,11 @@
 Installed as ``ppbo.models``; every module exports a ``surrogate(...)`` builder.
 """
 
-__all__ = ["gp", "multitask_gp", "preference_gp", "kernels", "gaussian"]
+__all__ = [
+    "gp",
+    "multitask_gp",
+    "preference_gp",
+    "heteroscedastic",
+    "kernels",
+    "gaussian",
+]
