@@ -2,8 +2,11 @@ import jax
 import numpy as np
 import pytest
 from scipy.optimize import brentq
+from scipy.stats import multivariate_normal
 
+import ppbo
 from ppbo.models import heteroscedastic as het
+from ppbo.models import preference_gp as pgp
 
 
 def _fixed_point_bias():
@@ -63,3 +66,33 @@ def test_bad_anchors_name_the_field_and_value():
         het.most_likely_noise(jax.random.key(0), bad, np.zeros(5))
     with pytest.raises(ValueError, match="Y0 shape"):
         het.most_likely_noise(jax.random.key(0), X, np.zeros(4))
+
+
+def test_noise_model_feeds_the_preference_gp_anchor_noise():
+    rng = np.random.default_rng(2)
+    X0 = rng.random((12, 1))
+    Y0 = np.sin(6 * X0[:, 0]) + (0.05 + 0.3 * X0[:, 0]) * rng.normal(size=12)
+    noise = het.most_likely_noise(jax.random.key(0), X0, Y0, max_iterations=2)
+    X = np.concatenate([X0, rng.random((4, 1))])
+    y = np.concatenate([Y0, np.zeros(4)])
+    data = ppbo.Dataset(X, y, duels=[[12, 13], [14, 15]], anchor=np.arange(16) < 12)
+    surrogate = pgp.surrogate(beta=0.5, anchor_noise=noise)
+    fixed = {
+        "lengthscale": np.array([0.2]),
+        "outputscale": 1.0,
+        "mean": 0.0,
+        "preference_noise": 0.1,
+    }
+    posterior = ppbo.fit(
+        surrogate, data, pgp.Laplace(num_samples=4, params=fixed), jax.random.key(1)
+    )
+    grid = np.linspace(0.0, 1.0, 5)[:, None]
+    np.testing.assert_allclose(posterior.noise_var(grid)[0], noise(grid), rtol=1e-12)
+    # the anchors' evidence uses the noise function's variances on the diagonal
+    anchors_only = ppbo.Dataset(X0, Y0, anchor=np.ones(12, bool))
+    value = pgp.anchor_log_evidence(fixed, anchors_only, anchor_noise=noise)
+    diff = X0 - X0.T
+    cov = np.exp(-0.5 * diff**2 / 0.04) + np.diag(np.asarray(noise(X0)))
+    cov += pgp.JITTER * np.eye(12)
+    expected = multivariate_normal(np.zeros(12), cov).logpdf(Y0)
+    np.testing.assert_allclose(value, expected, rtol=1e-10)
