@@ -13,4 +13,6 @@ __all__ = [
     "ablr",
     "forest",
     "bnn",
+    "preference_gp",
+    "heteroscedastic",
 ]

@@ -22,6 +22,7 @@ from ppbo.acquisition.hedge import HedgeState, hedge
 from ppbo.acquisition.kg import kg
 from ppbo.acquisition.mes import mes, sample_max_values
 from ppbo.acquisition.pes import pes, pes_nb_posterior
+from ppbo.acquisition.preferential import anpei, eubo
 from ppbo.acquisition.thompson import thompson, thompson_point
 
 __all__ = [
@@ -39,6 +40,8 @@ __all__ = [
     "sample_max_values",
     "pes",
     "pes_nb_posterior",
+    "eubo",
+    "anpei",
     "hedge",
     "HedgeState",
     "rff",

@@ -1,0 +1,754 @@
+"""Pairwise-preference GP with measured anchors, sampled jointly or by Laplace.
+
+A latent utility ``f ~ GP(mu, sigma_f^2 k_ell)`` over the rows of a
+:class:`~ppbo.Dataset`. A duel ``(a, b)`` (row ``a`` preferred to row ``b``, the
+field ``data.duels``) has the probit likelihood of Chu and Ghahramani (2005,
+"Preference learning with Gaussian processes", eqs. (1)-(3)),
+
+.. math:: p(a \\succ b \\mid f) = \\Phi(z), \\qquad
+    z = \\frac{f(a) - f(b)}{\\sqrt{2}\\,\\sigma}, \\qquad
+    \\frac{\\partial \\log\\Phi(z)}{\\partial f(a)}
+    = \\frac{\\mathcal N(z)}{\\Phi(z)\\sqrt 2\\,\\sigma}
+
+(the notes write it as ``p(v < 0)`` with ``v = f(b) - f(a)``), and rows flagged in
+``data.anchor`` are measurements ``y = f(x) + eps``, ``eps ~ N(0, r(x))``, with a
+homoscedastic ``r = noise`` or a given per-point noise function (for instance
+the most-likely heteroscedastic noise of :mod:`ppbo.models.heteroscedastic`).
+
+Preferences alone fix ``f`` only up to the ratio of its scale to ``sigma``: the
+likelihood is unchanged by ``(f, sigma) -> (c f, c sigma)``; the anchors fix the
+scale. The two factors are tempered, ``beta`` on the duels and ``1 - beta`` on
+the anchors,
+
+.. math:: p(f, \\theta \\mid D) \\propto p(\\theta)\\, p(f \\mid \\theta)\\,
+    p(\\mathrm{duels} \\mid f)^{\\beta}\\, p(Y_0 \\mid f)^{1 - \\beta},
+
+which NUTS samples jointly (``ppbo.fit(surrogate, data, ppbo.NUTS(...))``: the
+fully Bayesian counterpart of the anchors criterion). The fast path,
+:class:`Laplace`, picks the hyperparameters by the criterion of the notes,
+
+.. math:: \\theta^* = \\arg\\max_\\theta\\; \\beta \\log p(\\mathbf v < 0 \\mid \\theta)
+    + (1 - \\beta) \\log p(Y_0 \\mid X_0, \\theta) + \\log p(\\theta),
+
+with the preference evidence by Laplace's approximation (Rasmussen and Williams
+2006, "Gaussian Processes for Machine Learning", §3.4, eqs. (3.32) and (5.20)) and
+the anchors' evidence in closed form (eq. (2.30)), then approximates the latent
+posterior by a Gaussian at the mode found by Newton's method (Algorithm 3.1).
+Newton runs in whitened coordinates ``f = mu + L u`` (``K = L L^T``), where the
+Hessian of the log posterior is ``-(I + L^T W L)`` for any, not only diagonal,
+likelihood Hessian ``-W``: a duel couples two rows.
+
+Sites: ``lengthscale`` (d,), ``outputscale`` (``sigma_f^2``), ``mean`` (constant
+prior mean ``mu``), ``preference_noise`` (the probit noise variance
+``sigma^2``), ``noise`` (anchor noise variance; absent with a noise function) and
+``latent`` (capacity,), the whitened latent values ``u``. Per sample,
+:func:`predict` is the GP conditional given the latent values at the rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from types import MappingProxyType
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from jax.scipy.linalg import solve_triangular
+from jax.scipy.special import log_ndtr
+
+from ppbo.data import Dataset
+from ppbo.models.gaussian import masked_covariance
+from ppbo.models.kernels import KERNELS, Stationary
+from ppbo.surrogate import Posterior, Surrogate
+
+__all__ = [
+    "surrogate",
+    "default_priors",
+    "Laplace",
+    "JITTER",
+    "duel_log_likelihood",
+    "anchor_log_likelihood",
+    "latent_values",
+    "laplace_mode",
+    "preference_log_evidence",
+    "anchor_log_evidence",
+    "criterion",
+]
+
+#: Relative diagonal jitter (times ``outputscale``) of the latent prior covariance.
+JITTER = 1e-6
+
+_POSITIVE = ("lengthscale", "outputscale", "preference_noise", "noise")
+
+
+def default_priors(d: int) -> dict[str, dist.Distribution]:
+    """Default hyperparameter priors for ``d`` inputs in the unit cube.
+
+    The lengthscale prior is that of :mod:`ppbo.models.gp`; the signal variance
+    gets ``LogNormal(0, 1)``, wide, because its scale is what the anchors
+    identify; the probit noise variance ``LogNormal(-2, 1)``.
+
+    Example:
+        >>> sorted(default_priors(2))
+        ['lengthscale', 'mean', 'noise', 'outputscale', 'preference_noise']
+    """
+    return {
+        "lengthscale": dist.LogNormal(
+            math.sqrt(2.0) + 0.5 * math.log(d), math.sqrt(3.0)
+        ),
+        "outputscale": dist.LogNormal(0.0, 1.0),
+        "mean": dist.Normal(0.0, 1.0),
+        "preference_noise": dist.LogNormal(-2.0, 1.0),
+        "noise": dist.LogNormal(-4.0, 1.0),
+    }
+
+
+@dataclass(frozen=True, eq=False)
+class _Config:
+    kernel: str
+    priors: Mapping[str, dist.Distribution]
+    beta: float
+    anchor_noise: Callable[[jax.Array], jax.Array] | None
+
+
+def _prior(config: _Config, name: str, d: int) -> dist.Distribution:
+    prior = config.priors.get(name) or default_priors(d)[name]
+    if name == "lengthscale" and prior.event_shape == ():
+        prior = prior.expand([d]).to_event(1)
+    return prior
+
+
+def _hyper_names(config: _Config) -> tuple[str, ...]:
+    names = ("lengthscale", "outputscale", "mean", "preference_noise")
+    return names + (("noise",) if config.anchor_noise is None else ())
+
+
+def _factor(params: Mapping[str, jax.Array], data: Dataset, config: _Config):
+    """Lower Cholesky factor of the masked latent prior covariance (n, n)."""
+    kernel = params["outputscale"] * KERNELS[config.kernel](params["lengthscale"])
+    K = kernel.matrix(data.X, data.X)
+    K = K + JITTER * params["outputscale"] * jnp.eye(K.shape[0], dtype=K.dtype)
+    return jnp.linalg.cholesky(masked_covariance(K, data.mask))
+
+
+def latent_values(
+    params: Mapping[str, jax.Array], data: Dataset, *, kernel: str = "rbf"
+) -> jax.Array:
+    """Latent utilities at the rows, ``f = mean + L u``, shape (capacity,).
+
+    Args:
+        params: one sample, with the whitened ``latent`` u (capacity,).
+        data: the dataset the sample belongs to.
+        kernel: the surrogate's kernel name.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> d = ppbo.Dataset([[0.1], [0.9]], [0.0, 0.0], duels=[[0, 1]])
+        >>> p = {"lengthscale": jnp.ones(1), "outputscale": 4.0, "mean": 1.0,
+        ...      "latent": jnp.zeros(8).at[0].set(1.0)}
+        >>> [round(float(v), 4) for v in latent_values(p, d)[:2]]  # 1 + L[:, 0]
+        [3.0, 2.4523]
+    """
+    config = _Config(kernel=kernel, priors={}, beta=1.0, anchor_noise=None)
+    return params["mean"] + _factor(params, data, config) @ params["latent"]
+
+
+def _anchor_noise(params, data: Dataset, config: _Config) -> jax.Array:
+    if config.anchor_noise is None:
+        return jnp.full(data.capacity, params["noise"], dtype=data.X.dtype)
+    return jnp.asarray(config.anchor_noise(data.X), dtype=data.X.dtype)
+
+
+def _anchor_rows(data: Dataset) -> jax.Array:
+    if data.anchor is None:
+        return jnp.zeros(data.capacity, dtype=bool)
+    return data.anchor & data.mask
+
+
+def duel_log_likelihood(
+    f: jax.Array, data: Dataset, preference_noise: Any
+) -> jax.Array:
+    """Probit log-likelihood of the duels, ``sum_k log Phi(z_k)``.
+
+    ``z_k = (f[a_k] - f[b_k]) / sqrt(2 sigma^2)`` (Chu and Ghahramani 2005, eq. (3)),
+    padded duels excluded; 0 without duels.
+
+    Args:
+        f: latent values at the rows, shape (capacity,).
+        data: a dataset with ``duels`` (row ``duels[k, 0]`` preferred).
+        preference_noise: the probit noise variance ``sigma^2``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> d = ppbo.Dataset([[0.1], [0.9]], [0.0, 0.0], duels=[[0, 1]])
+        >>> f = jnp.zeros(8).at[0].set(1.0)
+        >>> round(float(duel_log_likelihood(f, d, 0.5)), 6)  # log Phi(1)
+        -0.172754
+    """
+    if data.duels is None:
+        return jnp.zeros((), dtype=f.dtype)
+    diff = f[data.duels[:, 0]] - f[data.duels[:, 1]]
+    z = diff / jnp.sqrt(2.0 * preference_noise)
+    return jnp.sum(jnp.where(data.duel_mask, log_ndtr(z), 0.0))
+
+
+def anchor_log_likelihood(f: jax.Array, data: Dataset, noise: jax.Array) -> jax.Array:
+    """Gaussian log-likelihood of the anchor rows, ``sum_l log N(y_l | f_l, r_l)``.
+
+    Args:
+        f: latent values at the rows, shape (capacity,).
+        data: a dataset whose ``anchor`` flags mark the measured rows (none: 0).
+        noise: anchor noise variance per row, shape (capacity,) or scalar.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> d = ppbo.Dataset([[0.1], [0.9]], [1.0, 0.0], anchor=[True, False])
+        >>> round(float(anchor_log_likelihood(jnp.zeros(8), d, 1.0)), 6)
+        -1.418939
+    """
+    rows = _anchor_rows(data)
+    noise = jnp.broadcast_to(jnp.asarray(noise, dtype=f.dtype), f.shape)
+    safe = jnp.where(rows, noise, 1.0)
+    terms = -0.5 * ((data.y - f) ** 2 / safe + jnp.log(2.0 * math.pi * safe))
+    return jnp.sum(jnp.where(rows, terms, 0.0))
+
+
+def _tempered(f, params, data, config, beta, anchors: bool = True):
+    value = beta * duel_log_likelihood(f, data, params["preference_noise"])
+    if anchors and data.anchor is not None and beta != 1.0:
+        noise = _anchor_noise(params, data, config)
+        value = value + (1.0 - beta) * anchor_log_likelihood(f, data, noise)
+    return value
+
+
+def _model(data: Dataset, *, config: _Config) -> None:
+    d = data.X.shape[1]
+    params = {
+        name: numpyro.sample(name, _prior(config, name, d))
+        for name in _hyper_names(config)
+    }
+    # Whitened (non-centred) latents: NUTS mixes far better on u than on f when
+    # the signal variance is itself sampled.
+    u = numpyro.sample(
+        "latent", dist.Normal(0.0, 1.0).expand([data.capacity]).to_event(1)
+    )
+    f = params["mean"] + _factor(params, data, config) @ u
+    numpyro.factor("likelihood", _tempered(f, params, data, config, config.beta))
+
+
+def _likelihood_derivatives(f, params, data, config, beta, anchors):
+    """Gradient (n,) and Hessian (n, n) in ``f`` of the tempered log-likelihood.
+
+    A duel contributes ``lambda(z) / s`` and ``-lambda(z) (z + lambda(z)) / s^2``
+    along ``e_a - e_b``, with ``lambda = N / Phi`` and ``s = sqrt(2 sigma^2)``
+    (Rasmussen and Williams 2006, eqs. (3.16) and (3.18)); an anchor ``(y - f) /
+    r`` and ``-1 / r`` on the diagonal.
+    """
+    n = data.capacity
+    grad = jnp.zeros(n, dtype=f.dtype)
+    hess = jnp.zeros((n, n), dtype=f.dtype)
+    if data.duels is not None:
+        scale = jnp.sqrt(2.0 * params["preference_noise"])
+        D = jax.nn.one_hot(data.duels[:, 0], n, dtype=f.dtype) - jax.nn.one_hot(
+            data.duels[:, 1], n, dtype=f.dtype
+        )
+        z = (D @ f) / scale
+        lam = jnp.exp(-0.5 * z**2 - 0.5 * math.log(2.0 * math.pi) - log_ndtr(z))
+        weight = jnp.where(data.duel_mask, beta, 0.0)
+        grad = grad + D.T @ (weight * lam / scale)
+        hess = hess - (D.T * (weight * lam * (z + lam) / scale**2)) @ D
+    if anchors and data.anchor is not None and beta != 1.0:
+        rows = _anchor_rows(data)
+        noise = jnp.where(rows, _anchor_noise(params, data, config), 1.0)
+        weight = jnp.where(rows, 1.0 - beta, 0.0)
+        grad = grad + weight * (data.y - f) / noise
+        hess = hess - jnp.diag(weight / noise)
+    return grad, hess
+
+
+def _newton(params, data, config, beta, anchors, num_iterations):
+    L = _factor(params, data, config)
+    eye = jnp.eye(data.capacity, dtype=L.dtype)
+
+    def derivatives(u):
+        f = params["mean"] + L @ u
+        g, H = _likelihood_derivatives(f, params, data, config, beta, anchors)
+        return L.T @ g - u, eye - L.T @ H @ L
+
+    def step(_, u):
+        grad, B = derivatives(u)
+        return u + jnp.linalg.solve(B, grad)
+
+    u = jax.lax.fori_loop(0, num_iterations, step, jnp.zeros_like(eye[0]))
+    # One more step from the converged mode, differentiated: its derivative in
+    # theta is the implicit-function one, -B^-1 d(grad)/d(theta), because the
+    # step's derivative in u vanishes at the mode; no backward pass through the
+    # loop.
+    u = step(0, jax.lax.stop_gradient(u))
+    _, B = derivatives(u)
+    f = params["mean"] + L @ u
+    return u, B, _tempered(f, params, data, config, beta, anchors)
+
+
+def laplace_mode(
+    params: Mapping[str, jax.Array],
+    data: Dataset,
+    *,
+    kernel: str = "rbf",
+    beta: float = 0.5,
+    anchor_noise: Callable[[jax.Array], jax.Array] | None = None,
+    num_iterations: int = 20,
+) -> tuple[jax.Array, jax.Array]:
+    """Mode ``u_hat`` and precision ``B`` of the whitened latent posterior.
+
+    Newton's method (Rasmussen and Williams 2006, Algorithm 3.1) on
+    ``psi(u) = -|u|^2 / 2 + beta log p(duels | f) + (1 - beta) log p(Y0 | f)``,
+    ``f = mean + L u``; ``B = I - Hessian of the likelihood``, so the Laplace
+    posterior is ``u ~ N(u_hat, B^-1)``. Both factors are log-concave in ``f``,
+    so ``B`` is positive definite and Newton converges from ``u = 0``.
+
+    Args:
+        params: the hyperparameters (no ``latent``).
+        data: a dataset with duels and/or anchors.
+        kernel, beta, anchor_noise: as for :func:`surrogate`.
+        num_iterations: Newton steps (fixed, so the result is differentiable).
+
+    Returns:
+        ``(u_hat, B)``, shapes (capacity,) and (capacity, capacity).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> d = ppbo.Dataset([[0.1], [0.9]], [0.0, 0.0], duels=[[0, 1]])
+        >>> p = {"lengthscale": jnp.ones(1), "outputscale": 1.0, "mean": 0.0,
+        ...      "preference_noise": 0.1}
+        >>> u, B = laplace_mode(p, d, beta=1.0)
+        >>> bool(latent_values({**p, "latent": u}, d)[0] > 0), B.shape
+        (True, (8, 8))
+    """
+    config = _Config(kernel=kernel, priors={}, beta=beta, anchor_noise=anchor_noise)
+    u, B, _ = _newton(params, data, config, beta, True, num_iterations)
+    return u, B
+
+
+def _log_evidence(params, data, config, beta, anchors, num_iterations):
+    u, B, log_lik = _newton(params, data, config, beta, anchors, num_iterations)
+    _, logdet = jnp.linalg.slogdet(B)
+    return -0.5 * u @ u + log_lik - 0.5 * logdet
+
+
+def preference_log_evidence(
+    params: Mapping[str, jax.Array],
+    data: Dataset,
+    *,
+    kernel: str = "rbf",
+    num_iterations: int = 20,
+) -> jax.Array:
+    """Laplace approximation of ``log p(v < 0 | theta)``, the duels' evidence.
+
+    ``log q = -|u_hat|^2 / 2 + log p(duels | u_hat) - log|B| / 2`` (Rasmussen and
+    Williams 2006, eq. (3.32), in whitened coordinates); the anchors play no part.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> d = ppbo.Dataset([[0.1], [0.9]], [0.0, 0.0], duels=[[0, 1]])
+        >>> p = {"lengthscale": jnp.ones(1), "outputscale": 1.0, "mean": 0.0,
+        ...      "preference_noise": 1.0}
+        >>> round(float(preference_log_evidence(p, d)), 4)  # exact: log(1/2)
+        -0.694
+    """
+    config = _Config(kernel=kernel, priors={}, beta=1.0, anchor_noise=None)
+    return _log_evidence(params, data, config, 1.0, False, num_iterations)
+
+
+def anchor_log_evidence(
+    params: Mapping[str, jax.Array],
+    data: Dataset,
+    *,
+    kernel: str = "rbf",
+    anchor_noise: Callable[[jax.Array], jax.Array] | None = None,
+) -> jax.Array:
+    """``log p(Y0 | X0, theta) = log N(Y0 | mean, K00 + diag(r))`` in closed form.
+
+    Rasmussen and Williams (2006), eq. (2.30), over the rows flagged as anchors;
+    0 without anchors.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> d = ppbo.Dataset([[0.5]], [0.0], anchor=[True])
+        >>> p = {"lengthscale": jnp.ones(1), "outputscale": 1.0, "mean": 0.0,
+        ...      "noise": 1.0}
+        >>> round(float(anchor_log_evidence(p, d)), 6)  # log N(0 | 0, 2)
+        -1.265512
+    """
+    config = _Config(kernel=kernel, priors={}, beta=0.0, anchor_noise=anchor_noise)
+    rows = _anchor_rows(data)
+    kernel_fn = params["outputscale"] * KERNELS[kernel](params["lengthscale"])
+    K = kernel_fn.matrix(data.X, data.X)
+    K = K + jnp.diag(_anchor_noise(params, data, config))
+    K = K + JITTER * params["outputscale"] * jnp.eye(K.shape[0], dtype=K.dtype)
+    L = jnp.linalg.cholesky(masked_covariance(K, rows))
+    r = jnp.where(rows, data.y - params["mean"], 0.0)
+    a = solve_triangular(L, r, lower=True)
+    num = jnp.sum(rows)
+    return (
+        -0.5 * a @ a
+        - jnp.sum(jnp.where(rows, jnp.log(jnp.diag(L)), 0.0))
+        - 0.5 * num * math.log(2.0 * math.pi)
+    )
+
+
+def criterion(
+    params: Mapping[str, jax.Array],
+    data: Dataset,
+    *,
+    beta: float = 0.5,
+    kernel: str = "rbf",
+    anchor_noise: Callable[[jax.Array], jax.Array] | None = None,
+    num_iterations: int = 20,
+) -> jax.Array:
+    """The anchors criterion ``beta log p(v < 0 | theta) + (1 - beta) log p(Y0 |
+    X0, theta)``, without the hyperprior.
+
+    With ``beta = 1`` it is the preference evidence alone
+    (:func:`preference_log_evidence`).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> d = ppbo.Dataset([[0.1], [0.9]], [0.3, 0.0], duels=[[0, 1]],
+        ...                  anchor=[True, False])
+        >>> p = {"lengthscale": jnp.ones(1), "outputscale": 1.0, "mean": 0.0,
+        ...      "preference_noise": 0.1, "noise": 0.01}
+        >>> bool(criterion(p, d, beta=1.0) == preference_log_evidence(p, d))
+        True
+    """
+    value = beta * preference_log_evidence(
+        params, data, kernel=kernel, num_iterations=num_iterations
+    )
+    if beta == 1.0:
+        return value
+    return value + (1.0 - beta) * anchor_log_evidence(
+        params, data, kernel=kernel, anchor_noise=anchor_noise
+    )
+
+
+def _prepare(params, data: Dataset, *, config: _Config) -> dict[str, jax.Array]:
+    L = _factor(params, data, config)
+    eye = jnp.eye(L.shape[0], dtype=L.dtype)
+    L_inv = solve_triangular(L, eye, lower=True)
+    return {"L_inv": L_inv, "alpha": L_inv.T @ params["latent"]}
+
+
+def _cross(params, data, X, config):
+    kernel = params["outputscale"] * KERNELS[config.kernel](params["lengthscale"])
+    Ks = jnp.where(data.mask[None, :], kernel.matrix(X, data.X), 0.0)
+    return kernel, Ks
+
+
+def _predict(params, data: Dataset, X, cache, *, config: _Config):
+    # f(X) | f(rows) ~ N(mean + Ks K^-1 (f - mean), k(X, X) - Ks K^-1 Ks^T), and
+    # K^-1 (f - mean) = L^-T u.
+    kernel, Ks = _cross(params, data, X, config)
+    mean = params["mean"] + Ks @ cache["alpha"]
+    V = cache["L_inv"] @ Ks.T
+    var = kernel.diag(X) - jnp.sum(V**2, axis=0)
+    return mean, jnp.maximum(var, 0.0)
+
+
+def _predict_joint(params, data: Dataset, X, cache, *, config: _Config):
+    kernel, Ks = _cross(params, data, X, config)
+    mean = params["mean"] + Ks @ cache["alpha"]
+    V = cache["L_inv"] @ Ks.T
+    return mean, kernel.matrix(X, X) - V.T @ V
+
+
+def _noise(params, X, *, config: _Config):
+    if config.anchor_noise is None:
+        return jnp.full(X.shape[0], params["noise"], dtype=X.dtype)
+    return jnp.asarray(config.anchor_noise(X), dtype=X.dtype)
+
+
+def _check_data(data: Dataset, *, config: _Config) -> None:
+    if data.duels is None and data.anchor is None:
+        raise ValueError(
+            "the preference GP needs duels or anchors: got a Dataset with "
+            "duels=None and anchor=None"
+        )
+    if config.anchor_noise is not None and data.anchor is not None:
+        noise = np.asarray(config.anchor_noise(data.X))
+        n = data.n
+        if noise.shape != (data.capacity,):
+            raise ValueError(
+                f"anchor_noise must return one variance per row, shape "
+                f"({data.capacity},), got shape {noise.shape}"
+            )
+        rows = np.asarray(data.anchor)[:n]
+        bad = rows & ~(np.isfinite(noise[:n]) & (noise[:n] > 0))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(
+                f"anchor_noise must be finite and positive at the anchors, got "
+                f"anchor_noise(X)[{i}] = {noise[i]}"
+            )
+
+
+def surrogate(
+    kernel: str = "rbf",
+    *,
+    beta: float = 0.5,
+    priors: Mapping[str, dist.Distribution] | None = None,
+    anchor_noise: Callable[[jax.Array], jax.Array] | None = None,
+) -> Surrogate:
+    """Build the preference GP surrogate.
+
+    Args:
+        kernel: a stationary kernel name of :mod:`ppbo.models.kernels`
+            (``"rbf"``, ``"matern52"``, ...), scaled by ``outputscale``.
+        beta: weight of the duels' factor in ``[0, 1]``; the anchors' factor gets
+            ``1 - beta``.
+        priors: site name -> NumPyro distribution replacing a default prior.
+        anchor_noise: optional ``r(X) -> (m,)``, the anchors' noise variance per
+            point (a heteroscedastic noise model); None samples a homoscedastic
+            ``noise`` site.
+
+    Returns:
+        A :class:`ppbo.Surrogate` with ``predict`` and ``predict_joint`` (the
+        latent GP given one sample's latent values at the rows), the per-point
+        anchor ``noise``, and ``conditioning=False`` (the latent values belong to
+        the rows they were sampled for). ``extras["config"]`` is used by
+        :class:`Laplace`.
+
+    Raises:
+        ValueError: for an unknown kernel or prior site, or ``beta`` outside
+            ``[0, 1]``.
+
+    Example:
+        >>> s = surrogate("matern52", beta=0.7)
+        >>> s.name
+        'preference_gp(matern52, beta=0.7)'
+    """
+    if kernel not in KERNELS or not issubclass(KERNELS[kernel], Stationary):
+        names = sorted(k for k, v in KERNELS.items() if issubclass(v, Stationary))
+        raise ValueError(f"kernel must be one of {names}, got {kernel!r}")
+    beta = float(beta)
+    if not 0.0 <= beta <= 1.0:
+        raise ValueError(f"beta must be in [0, 1], got beta={beta}")
+    priors = dict(priors or {})
+    known = set(default_priors(1))
+    for name, prior in priors.items():
+        if name not in known:
+            raise ValueError(
+                f"priors has unknown site {name!r}; known sites: {sorted(known)}"
+            )
+        if not isinstance(prior, dist.Distribution):
+            raise ValueError(
+                f"priors[{name!r}] must be a numpyro Distribution, got {prior!r}"
+            )
+    if anchor_noise is not None and not callable(anchor_noise):
+        raise ValueError(f"anchor_noise must be callable, got {anchor_noise!r}")
+    config = _Config(kernel=kernel, priors=priors, beta=beta, anchor_noise=anchor_noise)
+    return Surrogate(
+        model=partial(_model, config=config),
+        predict=partial(_predict, config=config),
+        prepare=partial(_prepare, config=config),
+        predict_joint=partial(_predict_joint, config=config),
+        name=f"preference_gp({kernel}, beta={beta:g})",
+        check_data=partial(_check_data, config=config),
+        noise=partial(_noise, config=config),
+        conditioning=False,
+        extras={"config": config},
+    )
+
+
+def _unpack(z: jax.Array, names: tuple[str, ...], d: int) -> dict[str, jax.Array]:
+    params, i = {}, 0
+    for name in names:
+        size = d if name == "lengthscale" else 1
+        value = z[i : i + size] if name == "lengthscale" else z[i]
+        params[name] = jnp.exp(value) if name in _POSITIVE else value
+        i += size
+    return params
+
+
+@partial(jax.jit, static_argnames=("config", "num_newton"))
+def _negative_log_posterior(z, data, config: _Config, num_newton: int):
+    """Minus (criterion + log hyperprior) at unconstrained ``z``, and its gradient."""
+    names, d = _hyper_names(config), data.X.shape[1]
+
+    def objective(z):
+        params = _unpack(z, names, d)
+        value = criterion(
+            params,
+            data,
+            beta=config.beta,
+            kernel=config.kernel,
+            anchor_noise=config.anchor_noise,
+            num_iterations=num_newton,
+        )
+        for name, v in params.items():
+            value = value + jnp.sum(_prior(config, name, d).log_prob(v))
+        return -value
+
+    return jax.value_and_grad(objective)(z)
+
+
+@partial(jax.jit, static_argnames=("config", "d", "num"))
+def _starts(key, config: _Config, d: int, num: int) -> jax.Array:
+    names = _hyper_names(config)
+
+    def start(key):
+        parts = []
+        for k, name in zip(jax.random.split(key, len(names)), names, strict=True):
+            value = jnp.atleast_1d(_prior(config, name, d).sample(k))
+            parts.append(jnp.log(value) if name in _POSITIVE else value)
+        return jnp.concatenate(parts)
+
+    return jax.vmap(start)(jax.random.split(key, num))
+
+
+def _map_hyperparameters(key, data, config, laplace):
+    # L-BFGS on the host around one compiled value-and-gradient: the objective
+    # runs Newton's method inside, and jax.scipy's BFGS, which inlines it in
+    # every branch of its line search, took ten times longer to compile than
+    # the whole fit takes to run here.
+    from scipy.optimize import minimize
+
+    d = data.dim
+    z0 = np.asarray(_starts(key, config, d, laplace.num_restarts))
+    best, best_value = None, np.inf
+    for z in z0:
+
+        def fun(z):
+            value, grad = _negative_log_posterior(
+                jnp.asarray(z), data, config, laplace.num_newton
+            )
+            value, grad = float(value), np.asarray(grad)
+            if not (np.isfinite(value) and np.isfinite(grad).all()):
+                return np.inf, np.zeros_like(grad)
+            return value, grad
+
+        result = minimize(
+            fun,
+            z,
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": laplace.max_iterations},
+        )
+        if np.isfinite(result.fun) and result.fun < best_value:
+            best, best_value = result.x, float(result.fun)
+    if best is None:
+        return None, -np.inf
+    return _unpack(jnp.asarray(best), _hyper_names(config), d), -best_value
+
+
+@partial(jax.jit, static_argnames=("config", "laplace"))
+def _laplace_draws(key, data, params, config: _Config, laplace: Laplace):
+    u, B, _ = _newton(params, data, config, config.beta, True, laplace.num_newton)
+    # u ~ N(u_hat, B^-1): with B = C C^T, u = u_hat + C^-T eps.
+    C = jnp.linalg.cholesky(B)
+    eps = jax.random.normal(key, (laplace.num_samples, data.capacity))
+    draws = u + solve_triangular(C.T, eps.T, lower=False).T
+    samples = {
+        k: jnp.broadcast_to(jnp.asarray(v), (laplace.num_samples, *jnp.shape(v)))
+        for k, v in params.items()
+    }
+    samples["latent"] = draws
+    return samples
+
+
+@dataclass(frozen=True)
+class Laplace:
+    """The fast path: anchors-criterion MAP hyperparameters and a Laplace latent.
+
+    The hyperparameters maximise :func:`criterion` plus the log hyperprior (in
+    the constrained parameterisation, as :class:`ppbo.MAP`) by L-BFGS over their
+    logarithms from ``num_restarts`` prior draws, unless ``params`` fixes them;
+    the latent posterior at them is the Gaussian ``N(u_hat, B^-1)`` of
+    :func:`laplace_mode`, represented by ``num_samples`` draws so that the
+    posterior's mixture predicts with the Laplace uncertainty.
+
+    Args:
+        num_samples: latent draws s from the Laplace Gaussian.
+        num_restarts: L-BFGS starting points.
+        max_iterations: L-BFGS iterations per start.
+        num_newton: Newton steps for the latent mode.
+        params: optional fixed hyperparameters (every site except ``latent``).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> d = ppbo.Dataset([[0.1], [0.5], [0.9]], [0.0, 0.0, 0.0],
+        ...                  duels=[[1, 0], [1, 2]])
+        >>> fixed = {"lengthscale": jnp.array([0.3]), "outputscale": 1.0,
+        ...          "mean": 0.0, "preference_noise": 0.1, "noise": 0.01}
+        >>> posterior = ppbo.fit(surrogate(beta=1.0), d,
+        ...                      Laplace(num_samples=16, params=fixed), key)
+        >>> mean, _ = posterior.predict_marginal(np.array([[0.1], [0.5]]))
+        >>> bool(mean[1] > mean[0])
+        True
+    """
+
+    num_samples: int = 64
+    num_restarts: int = 4
+    max_iterations: int = 100
+    num_newton: int = 20
+    params: Mapping[str, Any] | None = field(default=None, hash=False)
+
+    def __post_init__(self) -> None:
+        for name in ("num_samples", "num_restarts", "max_iterations", "num_newton"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.params is not None:
+            object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def fit(self, key: jax.Array, surrogate: Surrogate, data: Dataset) -> Posterior:
+        """Return the Laplace posterior (``num_samples`` latent draws).
+
+        Raises:
+            TypeError: for a surrogate not built by :func:`surrogate`.
+            ValueError: naming missing or unknown fixed sites.
+            FloatingPointError: if the criterion is not finite at the optimum.
+        """
+        from ppbo.inference._mcmc import prepare_cache
+
+        config = surrogate.extras.get("config")
+        if not isinstance(config, _Config):
+            raise TypeError(
+                f"Laplace fits preference_gp surrogates only, got {surrogate!r}"
+            )
+        if surrogate.check_data is not None:
+            surrogate.check_data(data)
+        fixed = None
+        if self.params is not None:
+            names = set(_hyper_names(config))
+            if set(self.params) != names:
+                raise ValueError(
+                    f"params must give exactly the sites {sorted(names)}, got "
+                    f"{sorted(self.params)}"
+                )
+            fixed = {
+                k: jnp.asarray(v, dtype=jnp.float64) for k, v in self.params.items()
+            }
+        key_map, key_draw = jax.random.split(key)
+        value = np.nan
+        if fixed is None:
+            fixed, value = _map_hyperparameters(key_map, data, config, self)
+            if fixed is None:
+                raise FloatingPointError(
+                    "the anchors criterion is not finite at any L-BFGS restart; "
+                    "check the data and priors"
+                )
+        samples = _laplace_draws(key_draw, data, fixed, config, self)
+        cache = prepare_cache(surrogate, samples, data)
+        stats = {"lp": jnp.full(self.num_samples, value)}
+        return Posterior(
+            surrogate, samples, data, cache=cache, sample_stats=stats, method="laplace"
+        )
