@@ -27,8 +27,8 @@ def test_no_campaign_function_is_longer_than_about_80_lines():
 
 
 def test_optimizer_methods_delegate_and_loop_is_a_re_export():
-    # the façade's methods hold no campaign logic: at most 30 lines of code each (argument
-    # lists included)
+    # the façade's methods hold no campaign logic: at most 30 lines of code
+    # each, argument lists included
     tree = ast.parse((CAMPAIGN / "optimizer.py").read_text())
     (optimizer,) = [
         n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Optimizer"
