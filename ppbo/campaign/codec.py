@@ -209,7 +209,7 @@ def stored_components(config: Mapping[str, Any], name: str, **given: Any) -> dic
         ValueError: when a custom component is needed and not given.
 
     Example:
-        >>> config = {"surrogate": {"name": "gp"}, "inference": {"name": "map"},
+        >>> config = {"surrogate": {"name": "gp"}, "inference": {"name": "MAP"},
         ...           "acquisition": {"name": "log_ei"}}
         >>> sorted(stored_components(config, "demo"))
         ['acquisition', 'inference', 'surrogate']
