@@ -46,10 +46,14 @@ DEFAULT_INFERENCE = "MAP"
 ACQUISITIONS = ("pes", "es", "ei", "log_ei", "pi", "ucb", "kg", "thompson", "mes")
 
 
-def _gp(kernel: str = "matern52", mean: str = "constant") -> Surrogate:
+def _gp(
+    kernel: str = "matern52",
+    mean: str = "constant",
+    lengthscale_prior: str = "dimension_scaled",
+) -> Surrogate:
     from ppbo.models import gp
 
-    return gp.surrogate(kernel=kernel, mean=mean)
+    return gp.surrogate(kernel=kernel, mean=mean, lengthscale_prior=lengthscale_prior)
 
 
 def _multitask_gp(num_tasks: int = 2, kernel: str = "matern52") -> Surrogate:
@@ -59,9 +63,19 @@ def _multitask_gp(num_tasks: int = 2, kernel: str = "matern52") -> Surrogate:
 
 
 #: Surrogate name -> (builder, default options). ``"gp-<kernel>"`` is the GP with
-#: that kernel.
+#: that kernel; the GP's ``lengthscale_prior`` names one of
+#: :data:`ppbo.models.gp.LENGTHSCALE_PRIORS` (its default is
+#: ``gp.DEFAULT_LENGTHSCALE_PRIOR``, written out here so that every stored spec
+#: names the prior it ran with).
 SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
-    "gp": (_gp, {"kernel": "matern52", "mean": "constant"}),
+    "gp": (
+        _gp,
+        {
+            "kernel": "matern52",
+            "mean": "constant",
+            "lengthscale_prior": "dimension_scaled",
+        },
+    ),
     "multitask_gp": (_multitask_gp, {"num_tasks": 2, "kernel": "matern52"}),
 }
 
@@ -157,8 +171,13 @@ def resolve_surrogate(surrogate: Any) -> tuple[Surrogate, dict]:
         ValueError: for an unknown name or option.
 
     Example:
-        >>> resolve_surrogate("gp-rbf")[1]
-        {'name': 'gp', 'kernel': 'rbf', 'mean': 'constant'}
+        >>> resolve_surrogate("gp-rbf")[1]  # doctest: +NORMALIZE_WHITESPACE
+        {'name': 'gp', 'kernel': 'rbf', 'mean': 'constant',
+         'lengthscale_prior': 'dimension_scaled'}
+        >>> resolve_surrogate({"name": "gp", "lengthscale_prior": "light"})[1]
+        ... # doctest: +NORMALIZE_WHITESPACE
+        {'name': 'gp', 'kernel': 'matern52', 'mean': 'constant',
+         'lengthscale_prior': 'light'}
     """
     if surrogate is None:
         surrogate = "gp"
