@@ -49,7 +49,7 @@ ACQUISITIONS = ("pes", "es", "ei", "log_ei", "pi", "ucb", "kg", "thompson", "mes
 def _gp(
     kernel: str = "matern52",
     mean: str = "constant",
-    lengthscale_prior: str = "dimension_scaled",
+    lengthscale_prior: str = "light",
 ) -> Surrogate:
     from ppbo.models import gp
 
@@ -73,7 +73,7 @@ SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
         {
             "kernel": "matern52",
             "mean": "constant",
-            "lengthscale_prior": "dimension_scaled",
+            "lengthscale_prior": "light",
         },
     ),
     "multitask_gp": (_multitask_gp, {"num_tasks": 2, "kernel": "matern52"}),
@@ -173,11 +173,11 @@ def resolve_surrogate(surrogate: Any) -> tuple[Surrogate, dict]:
     Example:
         >>> resolve_surrogate("gp-rbf")[1]  # doctest: +NORMALIZE_WHITESPACE
         {'name': 'gp', 'kernel': 'rbf', 'mean': 'constant',
-         'lengthscale_prior': 'dimension_scaled'}
-        >>> resolve_surrogate({"name": "gp", "lengthscale_prior": "light"})[1]
-        ... # doctest: +NORMALIZE_WHITESPACE
-        {'name': 'gp', 'kernel': 'matern52', 'mean': 'constant',
          'lengthscale_prior': 'light'}
+        >>> spec = {"name": "gp", "lengthscale_prior": "dimension_scaled"}
+        >>> resolve_surrogate(spec)[1]  # doctest: +NORMALIZE_WHITESPACE
+        {'name': 'gp', 'kernel': 'matern52', 'mean': 'constant',
+         'lengthscale_prior': 'dimension_scaled'}
     """
     if surrogate is None:
         surrogate = "gp"

@@ -66,15 +66,17 @@ def test_lengthscale_prior_is_a_stored_surrogate_option():
         == gp.DEFAULT_LENGTHSCALE_PRIOR
     )
     surrogate, spec = registry.resolve_surrogate(
-        {"name": "gp", "lengthscale_prior": "light"}
+        {"name": "gp", "lengthscale_prior": "dimension_scaled"}
     )
-    assert spec["lengthscale_prior"] == "light"
+    assert spec["lengthscale_prior"] == "dimension_scaled"
     prior = _lengthscale_prior(surrogate)
+    np.testing.assert_allclose(prior.loc, np.sqrt(2) + np.log(3) / 2)
+    np.testing.assert_allclose(prior.scale, np.sqrt(3))
+    default, spec = registry.resolve_surrogate("gp")
+    assert spec["lengthscale_prior"] == "light"
+    prior = _lengthscale_prior(default)
     np.testing.assert_allclose(prior.loc, np.log(np.sqrt(3) / 2))
     np.testing.assert_allclose(prior.scale, 1.0)
-    default = _lengthscale_prior(registry.resolve_surrogate("gp")[0])
-    np.testing.assert_allclose(default.loc, np.sqrt(2) + np.log(3) / 2)
-    np.testing.assert_allclose(default.scale, np.sqrt(3))
     with pytest.raises(ValueError, match="lengthscale_prior must be one of"):
         registry.resolve_surrogate({"name": "gp", "lengthscale_prior": "heavy"})
 
@@ -84,11 +86,11 @@ def test_lengthscale_prior_is_a_stored_surrogate_option():
     ppbo.Optimizer(
         space,
         storage=storage,
-        name="light",
-        surrogate={"name": "gp", "lengthscale_prior": "light"},
+        name="old",
+        surrogate={"name": "gp", "lengthscale_prior": "dimension_scaled"},
     )
-    loaded = ppbo.Optimizer.load(storage, "light")
-    assert loaded.config["surrogate"]["lengthscale_prior"] == "light"
+    loaded = ppbo.Optimizer.load(storage, "old")
+    assert loaded.config["surrogate"]["lengthscale_prior"] == "dimension_scaled"
     assert loaded._surrogate is surrogate
 
 
