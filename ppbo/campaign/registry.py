@@ -47,10 +47,14 @@ DEFAULT_INFERENCE = "MAP"
 ACQUISITIONS = ("pes", "es", "ei", "log_ei", "pi", "ucb", "kg", "thompson", "mes")
 
 
-def _gp(kernel: str = "matern52", mean: str = "constant") -> Surrogate:
+def _gp(
+    kernel: str = "matern52",
+    mean: str = "constant",
+    lengthscale_prior: str = "light",
+) -> Surrogate:
     from ppbo.models import gp
 
-    return gp.surrogate(kernel=kernel, mean=mean)
+    return gp.surrogate(kernel=kernel, mean=mean, lengthscale_prior=lengthscale_prior)
 
 
 def _multitask_gp(num_tasks: int = 2, kernel: str = "matern52") -> Surrogate:
@@ -84,10 +88,20 @@ def _forest(num_trees: int = 32, kind: str = "random_forest") -> Surrogate:
 
 
 #: Surrogate name -> (builder, default options). ``"gp-<kernel>"`` is the GP with
-#: that kernel. The network surrogates take ``depth`` tanh layers of ``width``
-#: units (scalars, so that specs stay JSON and hashable).
+#: that kernel; the GP's ``lengthscale_prior`` names one of
+#: :data:`ppbo.models.gp.LENGTHSCALE_PRIORS` (its default is
+#: ``gp.DEFAULT_LENGTHSCALE_PRIOR``, written out here so that every stored spec
+#: names the prior it ran with). The network surrogates take ``depth`` tanh
+#: layers of ``width`` units (scalars, so that specs stay JSON and hashable).
 SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
-    "gp": (_gp, {"kernel": "matern52", "mean": "constant"}),
+    "gp": (
+        _gp,
+        {
+            "kernel": "matern52",
+            "mean": "constant",
+            "lengthscale_prior": "light",
+        },
+    ),
     "multitask_gp": (_multitask_gp, {"num_tasks": 2, "kernel": "matern52"}),
     "dngo": (_dngo, {"width": 50, "depth": 3, "num_steps": 1000}),
     "ablr": (_ablr, {"num_tasks": 1, "width": 50, "depth": 3, "num_steps": 1000}),
@@ -187,8 +201,13 @@ def resolve_surrogate(surrogate: Any) -> tuple[Surrogate, dict]:
         ValueError: for an unknown name or option.
 
     Example:
-        >>> resolve_surrogate("gp-rbf")[1]
-        {'name': 'gp', 'kernel': 'rbf', 'mean': 'constant'}
+        >>> resolve_surrogate("gp-rbf")[1]  # doctest: +NORMALIZE_WHITESPACE
+        {'name': 'gp', 'kernel': 'rbf', 'mean': 'constant',
+         'lengthscale_prior': 'light'}
+        >>> spec = {"name": "gp", "lengthscale_prior": "dimension_scaled"}
+        >>> resolve_surrogate(spec)[1]  # doctest: +NORMALIZE_WHITESPACE
+        {'name': 'gp', 'kernel': 'matern52', 'mean': 'constant',
+         'lengthscale_prior': 'dimension_scaled'}
     """
     if surrogate is None:
         surrogate = "gp"

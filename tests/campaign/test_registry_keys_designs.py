@@ -47,6 +47,53 @@ def test_specs_round_trip_to_the_same_objects():
         registry.resolve_surrogate("gradient_boosting")
 
 
+def _lengthscale_prior(surrogate, d=3):
+    import numpyro
+
+    X = np.random.default_rng(0).random((4, d))
+    with numpyro.handlers.seed(rng_seed=0):
+        trace = numpyro.handlers.trace(surrogate.model).get_trace(
+            ppbo.Dataset(X, X.sum(1))
+        )
+    return trace["lengthscale"]["fn"].base_dist.base_dist  # Independent(Expanded(.))
+
+
+def test_lengthscale_prior_is_a_stored_surrogate_option():
+    from ppbo.models import gp
+
+    assert (
+        registry.SURROGATES["gp"][1]["lengthscale_prior"]
+        == gp.DEFAULT_LENGTHSCALE_PRIOR
+    )
+    surrogate, spec = registry.resolve_surrogate(
+        {"name": "gp", "lengthscale_prior": "dimension_scaled"}
+    )
+    assert spec["lengthscale_prior"] == "dimension_scaled"
+    prior = _lengthscale_prior(surrogate)
+    np.testing.assert_allclose(prior.loc, np.sqrt(2) + np.log(3) / 2)
+    np.testing.assert_allclose(prior.scale, np.sqrt(3))
+    default, spec = registry.resolve_surrogate("gp")
+    assert spec["lengthscale_prior"] == "light"
+    prior = _lengthscale_prior(default)
+    np.testing.assert_allclose(prior.loc, np.log(np.sqrt(3) / 2))
+    np.testing.assert_allclose(prior.scale, 1.0)
+    with pytest.raises(ValueError, match="lengthscale_prior must be one of"):
+        registry.resolve_surrogate({"name": "gp", "lengthscale_prior": "heavy"})
+
+    # the campaign stores the name, so a resumed campaign fits the same model
+    space = ppbo.Space({"a": ppbo.Real(0.0, 1.0), "b": ppbo.Real(0.0, 1.0)})
+    storage = ppbo.storage.SQLiteStorage(":memory:")
+    ppbo.Optimizer(
+        space,
+        storage=storage,
+        name="old",
+        surrogate={"name": "gp", "lengthscale_prior": "dimension_scaled"},
+    )
+    loaded = ppbo.Optimizer.load(storage, "old")
+    assert loaded.config["surrogate"]["lengthscale_prior"] == "dimension_scaled"
+    assert loaded._surrogate is surrogate
+
+
 def test_key_streams_are_distinct_and_fixed():
     ids = {stream_id(name) for name in STREAMS}
     assert len(ids) == len(STREAMS) and all(0 <= i < 2**31 for i in ids)
