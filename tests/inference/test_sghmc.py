@@ -134,3 +134,15 @@ def test_fit_on_gp_surrogate_returns_posterior():
     assert mean.shape == var.shape == (60, 3)
     again = ppbo.fit(gp.surrogate(), data, inference, jax.random.key(0))
     np.testing.assert_array_equal(again.samples["noise"], posterior.samples["noise"])
+
+
+def test_registry_name_and_spec_round_trip():
+    from ppbo.campaign.registry import make_inference, resolve_inference
+
+    inference = make_inference("sghmc", 64, batch_size=16)
+    assert inference == ppbo.SGHMC(num_warmup=32, num_samples=64, batch_size=16)
+    same, spec = resolve_inference(inference)
+    assert spec["name"] == "SGHMC"
+    assert resolve_inference(spec)[0] == inference
+    with pytest.raises(ValueError, match="mdecay"):
+        ppbo.SGHMC(mdecay=0.0)
