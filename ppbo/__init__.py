@@ -19,7 +19,7 @@ from ppbo.campaign import (
     suggest,
 )
 from ppbo.data import Dataset, bucket_capacity
-from ppbo.inference import MAP, NUTS, Fixed, Inference, Slice, Train, fit
+from ppbo.inference import MAP, NUTS, SGHMC, Fixed, Inference, Slice, Train, fit
 from ppbo.inference.diagnostics import Diagnostics, DiagnosticWarning
 from ppbo.linalg import CholeskyError
 from ppbo.optimize import Recommendation, optimize_acquisition, recommend
@@ -47,6 +47,7 @@ __all__ = [
     "fit",
     "NUTS",
     "Slice",
+    "SGHMC",
     "MAP",
     "Fixed",
     "Train",

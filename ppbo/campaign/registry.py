@@ -141,6 +141,7 @@ INFERENCES: dict[str, _InferenceEntry] = {
     "map": _InferenceEntry("MAP", lambda samples: {}),
     "nuts": _InferenceEntry("NUTS", _mcmc_counts(1.0)),
     "slice": _InferenceEntry("Slice", _mcmc_counts(0.5)),
+    "sghmc": _InferenceEntry("SGHMC", _mcmc_counts(0.5)),
     "fixed": _InferenceEntry("Fixed", lambda samples: {}, by_name=False),
     "train": _InferenceEntry("Train", lambda samples: {}, by_name=False),
 }
@@ -160,7 +161,7 @@ def make_inference(name: str, samples: int | None = None, **options: Any) -> Any
     """The named inference with the table's defaults.
 
     Args:
-        name: ``"map"``, ``"nuts"`` or ``"slice"`` (any case).
+        name: ``"map"``, ``"nuts"``, ``"slice"`` or ``"sghmc"`` (any case).
         samples: number of MCMC samples; the warm-up follows from the table.
         **options: further fields of the inference class (override the counts).
 

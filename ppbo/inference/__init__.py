@@ -13,11 +13,23 @@ from ppbo.data import Dataset
 from ppbo.inference.fixed import Fixed
 from ppbo.inference.map import MAP
 from ppbo.inference.nuts import NUTS
+from ppbo.inference.sghmc import SGHMC, SGHMCKernel
 from ppbo.inference.slice import Slice, SliceKernel
 from ppbo.inference.train import Train
 from ppbo.surrogate import Posterior, Surrogate
 
-__all__ = ["Inference", "fit", "NUTS", "Slice", "SliceKernel", "MAP", "Fixed", "Train"]
+__all__ = [
+    "Inference",
+    "fit",
+    "NUTS",
+    "Slice",
+    "SliceKernel",
+    "SGHMC",
+    "SGHMCKernel",
+    "MAP",
+    "Fixed",
+    "Train",
+]
 
 
 class Inference(Protocol):
@@ -39,9 +51,9 @@ def fit(
     Args:
         surrogate: the model (e.g. ``ppbo.models.gp.surrogate()``).
         data: observations in model space.
-        inference: ``ppbo.NUTS(...)``, ``ppbo.Slice(...)``, ``ppbo.MAP(...)``,
-            ``ppbo.Fixed(...)``, ``ppbo.Train()`` (surrogates with their own
-            trainer) or any object with a ``fit(key, surrogate, data)``.
+        inference: ``ppbo.NUTS(...)``, ``ppbo.Slice(...)``, ``ppbo.SGHMC(...)``,
+            ``ppbo.MAP(...)``, ``ppbo.Fixed(...)``, ``ppbo.Train()`` (surrogates
+            with their own trainer) or any object with a ``fit(key, surrogate, data)``.
         key: JAX PRNG key.
         init: previous posterior of the same surrogate; MCMC backends warm-start
             their positions and adaptation from it.
@@ -51,7 +63,7 @@ def fit(
 
     Raises:
         TypeError: for arguments of the wrong type, and for a NumPyro-based
-            inference (NUTS, Slice, MAP, Fixed) on a surrogate that brings its
+            inference (NUTS, Slice, SGHMC, MAP, Fixed) on a surrogate that brings its
             own trainer.
         ValueError: from ``surrogate.check_data`` for data the model cannot use.
 
@@ -70,7 +82,7 @@ def fit(
         raise TypeError(f"data must be a ppbo.Dataset, got {type(data).__name__}")
     if not callable(getattr(inference, "fit", None)):
         raise TypeError(f"inference must have a fit method, got {inference!r}")
-    numpyro_based = (NUTS, Slice, MAP, Fixed)
+    numpyro_based = (NUTS, Slice, SGHMC, MAP, Fixed)
     if surrogate.trainer is not None and isinstance(inference, numpyro_based):
         raise TypeError(
             f"surrogate {surrogate.name!r} brings its own trainer and has no NumPyro "
@@ -78,6 +90,6 @@ def fit(
         )
     if surrogate.check_data is not None:
         surrogate.check_data(data)
-    if init is not None and isinstance(inference, (NUTS, Slice)):
+    if init is not None and isinstance(inference, (NUTS, Slice, SGHMC)):
         return inference.fit(key, surrogate, data, init=init)
     return inference.fit(key, surrogate, data)
