@@ -172,17 +172,20 @@ def _anchor_rows(data: Dataset) -> jax.Array:
 
 
 def duel_log_likelihood(
-    f: jax.Array, data: Dataset, preference_noise: Any
+    f: jax.Array, data: Dataset, preference_noise: Any, weights: Any = None
 ) -> jax.Array:
-    """Probit log-likelihood of the duels, ``sum_k log Phi(z_k)``.
+    """Probit log-likelihood of the duels, ``sum_k w_k log Phi(z_k)``.
 
     ``z_k = (f[a_k] - f[b_k]) / sqrt(2 sigma^2)`` (Chu and Ghahramani 2005, eq. (3)),
-    padded duels excluded; 0 without duels.
+    padded duels excluded; 0 without duels. The optional weights ``w_k`` (all 1 by
+    default) down-weight old duels, the weighted-penalty strategy of
+    :mod:`ppbo.preference.anchors`; ``w_k = 0`` is the same as dropping duel k.
 
     Args:
         f: latent values at the rows, shape (capacity,).
         data: a dataset with ``duels`` (row ``duels[k, 0]`` preferred).
         preference_noise: the probit noise variance ``sigma^2``.
+        weights: optional per-duel weights, shape (duel_capacity,) or scalar.
 
     Example:
         >>> import jax.numpy as jnp
@@ -195,16 +198,25 @@ def duel_log_likelihood(
         return jnp.zeros((), dtype=f.dtype)
     diff = f[data.duels[:, 0]] - f[data.duels[:, 1]]
     z = diff / jnp.sqrt(2.0 * preference_noise)
-    return jnp.sum(jnp.where(data.duel_mask, log_ndtr(z), 0.0))
+    terms = log_ndtr(z)
+    if weights is not None:
+        terms = jnp.asarray(weights, dtype=f.dtype) * terms
+    return jnp.sum(jnp.where(data.duel_mask, terms, 0.0))
 
 
-def anchor_log_likelihood(f: jax.Array, data: Dataset, noise: jax.Array) -> jax.Array:
-    """Gaussian log-likelihood of the anchor rows, ``sum_l log N(y_l | f_l, r_l)``.
+def anchor_log_likelihood(
+    f: jax.Array, data: Dataset, noise: jax.Array, weights: Any = None
+) -> jax.Array:
+    """Gaussian log-likelihood of the anchor rows, ``sum_l w_l log N(y_l | f_l, r_l)``.
+
+    The optional weights (all 1 by default) are those of the weighted-penalty
+    strategy of :mod:`ppbo.preference.anchors`; ``w_l = 0`` drops anchor l.
 
     Args:
         f: latent values at the rows, shape (capacity,).
         data: a dataset whose ``anchor`` flags mark the measured rows (none: 0).
         noise: anchor noise variance per row, shape (capacity,) or scalar.
+        weights: optional per-row weights, shape (capacity,) or scalar.
 
     Example:
         >>> import jax.numpy as jnp
@@ -216,6 +228,8 @@ def anchor_log_likelihood(f: jax.Array, data: Dataset, noise: jax.Array) -> jax.
     noise = jnp.broadcast_to(jnp.asarray(noise, dtype=f.dtype), f.shape)
     safe = jnp.where(rows, noise, 1.0)
     terms = -0.5 * ((data.y - f) ** 2 / safe + jnp.log(2.0 * math.pi * safe))
+    if weights is not None:
+        terms = jnp.asarray(weights, dtype=f.dtype) * terms
     return jnp.sum(jnp.where(rows, terms, 0.0))
 
 

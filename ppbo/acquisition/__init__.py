@@ -22,7 +22,7 @@ from ppbo.acquisition.hedge import HedgeState, hedge
 from ppbo.acquisition.kg import kg
 from ppbo.acquisition.mes import mes, sample_max_values
 from ppbo.acquisition.pes import pes, pes_nb_posterior
-from ppbo.acquisition.preferential import anpei, eubo
+from ppbo.acquisition.preferential import anpei, dueling_thompson, eubo
 from ppbo.acquisition.thompson import thompson, thompson_point
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "pes_nb_posterior",
     "eubo",
     "anpei",
+    "dueling_thompson",
     "hedge",
     "HedgeState",
     "rff",

@@ -15,6 +15,13 @@ in closed form for the bivariate Gaussian of one posterior sample (Clark 1961,
 is one row ``[x_a, x_b]`` of ``2 d`` columns; with ``opponent=`` fixed, a row is
 one point ``x`` paired with it.
 
+**Dueling Thompson sampling** (the baseline of González, Dai, Damianou and
+Lawrence 2017, "Preferential Bayesian optimization", in the simpler form of
+Astudillo et al. 2023, §5): the pair is the maximisers, over a discrete candidate
+set, of two independent sample paths of the latent utility, each from the
+marginal posterior (a hyperparameter sample drawn uniformly, then a joint draw
+of ``f`` at the candidates); see :func:`dueling_thompson`.
+
 **ANPEI** (the notes on heteroscedastic preferential BO with anchors): EI whose
 predictive standard deviation is scaled by the anchors' noise factor
 ``s(x) = phi(x)^(gamma / t)``, penalised by it,
@@ -45,9 +52,9 @@ from ppbo.acquisition.base import (
     best_observed_mean,
     prepare_incumbents,
 )
-from ppbo.surrogate import Capability
+from ppbo.surrogate import Capability, Posterior
 
-__all__ = ["expected_max", "anchor_factor", "eubo", "anpei"]
+__all__ = ["expected_max", "anchor_factor", "eubo", "anpei", "dueling_thompson"]
 
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
@@ -177,3 +184,48 @@ eubo = Acquisition("eubo", _eubo, requires=(Capability.PREDICT_JOINT,))
 #: ANPEI (the notes); options ``anchors``, ``weights`` (arrays), ``lengthscale``,
 #: ``gamma``, ``t``, ``rho``, ``best_f``, ``xi``.
 anpei = Acquisition("anpei", _anpei, prepare=prepare_incumbents)
+
+
+def dueling_thompson(
+    key: jax.Array, posterior: Posterior, X: Any
+) -> tuple[jax.Array, jax.Array]:
+    """The next duel by dueling Thompson sampling on a discrete candidate set.
+
+    Two independent paths ``f_1, f_2`` are drawn from the marginal posterior at the
+    candidates (each: a hyperparameter sample uniformly, then a joint draw); the
+    pair is ``(argmax f_1, argmax f_2)``. Each member is thus distributed as the
+    posterior probability of being the maximiser among the candidates; the two
+    may coincide (then the duel is uninformative and a caller may redraw).
+
+    Args:
+        key: a JAX PRNG key; the same key gives the same pair.
+        posterior: a posterior whose surrogate declares ``predict_joint``.
+        X: candidate points, shape (m, d), float64.
+
+    Returns:
+        ``(indices, pair)``: the candidates' rows, shape (2,), and the points,
+        shape (2, d).
+
+    Raises:
+        MissingCapabilityError: without ``predict_joint``.
+        ValueError: for candidates of the wrong shape or non-finite values (from
+            :meth:`ppbo.Posterior.sample_f`).
+
+    References:
+        González, Dai, Damianou and Lawrence (2017), "Preferential Bayesian
+        optimization". Astudillo, Lin, Bakshy and Frazier (2023), "qEUBO: a
+        decision-theoretic acquisition function for preferential Bayesian
+        optimization".
+
+    Example:
+        >>> X = np.array([[0.1, 0.2], [0.5, 0.5], [0.9, 0.8]])
+        >>> rows, pair = dueling_thompson(key, posterior, X)
+        >>> rows.shape, pair.shape
+        ((2,), (2, 2))
+    """
+    key_sample, key_path = jax.random.split(key)
+    f = posterior.sample_f(key_path, X, num=2)  # (s, 2, m)
+    s = f.shape[0]
+    which = jax.random.randint(key_sample, (2,), 0, s)
+    rows = jnp.stack([jnp.argmax(f[which[0], 0]), jnp.argmax(f[which[1], 1])])
+    return rows, jnp.asarray(X, dtype=jnp.float64)[rows]

@@ -9,7 +9,13 @@ from scipy.stats import norm
 import ppbo
 from ppbo.acquisition import ei
 from ppbo.acquisition.base import bind, evaluate
-from ppbo.acquisition.preferential import anchor_factor, anpei, eubo, expected_max
+from ppbo.acquisition.preferential import (
+    anchor_factor,
+    anpei,
+    dueling_thompson,
+    eubo,
+    expected_max,
+)
 from ppbo.models import gp
 
 PARAMS = {"lengthscale": [0.3, 0.4], "outputscale": 1.0, "noise": 1e-2, "mean": 0.0}
@@ -105,3 +111,44 @@ def test_anpei_matches_its_formula(posterior):
 def test_anchor_factor_at_and_far_from_anchors():
     phi = anchor_factor(jnp.array([[0.0, 0.0], [9.0, 9.0]]), [[0.0, 0.0]], [4.0])
     np.testing.assert_allclose(phi, [4.0, 1.0])
+
+
+def test_dueling_thompson_frequencies_match_maximiser_probabilities(posterior):
+    C = np.array([[0.2, 0.3], [0.5, 0.5], [0.8, 0.2], [0.4, 0.8]])
+    mean, cov = posterior.surrogate.predict_joint_one(
+        {k: v[0] for k, v in posterior.samples.items()},
+        posterior.data,
+        jnp.asarray(C),
+        jax.tree.map(lambda v: v[0], posterior.cache),
+    )
+    # Brute-force reference: joint numpy draws at the candidates.
+    draws = np.random.default_rng(1).multivariate_normal(
+        np.asarray(mean), np.asarray(cov), size=200_000, method="eigh"
+    )
+    p = np.bincount(draws.argmax(1), minlength=4) / draws.shape[0]
+    assert (p > 0.05).sum() >= 2  # a non-trivial case
+    n = 600
+    rows = np.array(
+        [dueling_thompson(k, posterior, C)[0] for k in jax.random.split(key(2), n)]
+    )
+    for j in range(2):
+        freq = np.bincount(rows[:, j], minlength=4) / n
+        tol = 4.0 * np.sqrt(p * (1 - p) / n) + 4.0 * np.sqrt(p * (1 - p) / 2e5)
+        assert np.all(np.abs(freq - p) <= tol + 1e-12), (freq, p)
+    # The two members are independent draws: the pair (i, j) has probability p_i p_j.
+    same = np.mean(rows[:, 0] == rows[:, 1])
+    expect = np.sum(p**2)
+    assert abs(same - expect) <= 4.0 * np.sqrt(expect * (1 - expect) / n)
+    idx, pair = dueling_thompson(key(3), posterior, C)
+    np.testing.assert_array_equal(pair, C[np.asarray(idx)])
+
+
+def test_dueling_thompson_bad_input(posterior):
+    with pytest.raises(ValueError, match="shape"):
+        dueling_thompson(key(0), posterior, np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="nan"):
+        dueling_thompson(key(0), posterior, np.array([[0.1, np.nan]]))
+
+
+def key(i):
+    return jax.random.key(i)

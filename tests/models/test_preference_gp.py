@@ -344,3 +344,40 @@ def test_bad_input_names_the_field_and_value():
             pgp.Laplace(params={"lengthscale": 0.3}),
             jax.random.key(0),
         )
+
+
+def test_likelihood_weights_one_is_unweighted_and_zero_drops_the_row():
+    data = ppbo.Dataset(
+        [[0.1], [0.4], [0.6], [0.9]],
+        [0.3, -0.2, 0.0, 0.5],
+        duels=[[0, 1], [2, 1], [3, 0]],
+        anchor=[True, True, False, True],
+    )
+    f = jnp.zeros(data.capacity).at[:4].set(jnp.array([0.5, -0.3, 0.2, 1.1]))
+    base = pgp.duel_log_likelihood(f, data, 0.2)
+    ones = jnp.ones(data.duel_capacity)
+    assert pgp.duel_log_likelihood(f, data, 0.2, ones) == pytest.approx(float(base))
+    dropped = ppbo.Dataset(
+        data.X[:4], data.y[:4], duels=[[0, 1], [3, 0]], anchor=[True, True, False, True]
+    )
+    w = ones.at[1].set(0.0)
+    assert float(pgp.duel_log_likelihood(f, data, 0.2, w)) == pytest.approx(
+        float(pgp.duel_log_likelihood(f, dropped, 0.2))
+    )
+    z = np.array([0.8, 0.5, 0.6]) / np.sqrt(0.4)
+    assert float(pgp.duel_log_likelihood(f, data, 0.2, ones.at[0].set(0.5))) == (
+        pytest.approx(0.5 * norm.logcdf(z[0]) + norm.logcdf(z[1:]).sum())
+    )
+    a = pgp.anchor_log_likelihood(f, data, 0.1)
+    rows = jnp.ones(data.capacity)
+    assert float(pgp.anchor_log_likelihood(f, data, 0.1, rows)) == pytest.approx(
+        float(a)
+    )
+    no_first = ppbo.Dataset(
+        data.X[:4], data.y[:4], duels=[[0, 1]], anchor=[False, True, False, True]
+    )
+    assert float(pgp.anchor_log_likelihood(f, data, 0.1, rows.at[0].set(0))) == (
+        pytest.approx(float(pgp.anchor_log_likelihood(f, no_first, 0.1)))
+    )
+    expected = norm.logpdf([0.3, -0.2, 0.5], [0.5, -0.3, 1.1], np.sqrt(0.1)).sum()
+    assert float(a) == pytest.approx(expected)
