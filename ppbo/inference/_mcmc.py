@@ -32,6 +32,7 @@ __all__ = [
     "small_blas",
     "check_schedule",
     "fit_mcmc",
+    "initialize_chains",
 ]
 
 #: Capacity up to which fits run LAPACK single-threaded.
@@ -295,3 +296,65 @@ def fit_mcmc(
         method=method,
         state={"z": last.z, "warm": warm_of(last)},
     )
+
+
+def initialize_chains(
+    rng_key: jax.Array,
+    model: Callable | None,
+    init_strategy: Callable,
+    init_params: Any,
+    model_args: tuple,
+    model_kwargs: dict,
+) -> tuple[jax.Array, Any, Any, bool]:
+    """Split the chains' keys and find their initial unconstrained values.
+
+    The shared start of ppbo's hand-written NumPyro ``MCMCKernel``s (the slice
+    sampler and SGHMC): one key (or a batch of keys, one per vectorised chain)
+    is split into the kernel's key and the initialisation key; a model is
+    initialised with NumPyro's ``initialize_model`` (``dynamic_args=True``).
+
+    Returns:
+        ``(rng_key, init_params, info, single_chain)``: ``info`` is NumPyro's
+        ``ModelInfo`` (its ``potential_fn`` and ``postprocess_fn`` generators),
+        None in potential-function mode.
+
+    Raises:
+        ValueError: in potential-function mode (``model`` None) without
+            ``init_params``.
+
+    Example:
+        >>> import numpyro, numpyro.distributions as dist
+        >>> def model():
+        ...     numpyro.sample("x", dist.Normal(0.0, 1.0))
+        >>> key, z, info, single = initialize_chains(
+        ...     jax.random.key(0), model, init_to_median, None, (), {})
+        >>> sorted(z), single
+        (['x'], True)
+    """
+    from numpyro.infer.util import ParamInfo
+    from numpyro.util import is_prng_key
+
+    single_chain = is_prng_key(rng_key)
+    if single_chain:
+        rng_key, key_init = jax.random.split(rng_key)
+    else:
+        keys = jax.vmap(jax.random.split)(rng_key)
+        rng_key, key_init = keys[:, 0], keys[:, 1]
+    info = None
+    if model is not None:
+        info = initialize_model(
+            key_init,
+            model,
+            init_strategy=init_strategy,
+            dynamic_args=True,
+            model_args=model_args,
+            model_kwargs=model_kwargs,
+            validate_grad=False,
+        )
+        if init_params is None:
+            init_params = info.param_info.z
+    elif init_params is None:
+        raise ValueError("`init_params` is required with `potential_fn`.")
+    if isinstance(init_params, ParamInfo):
+        init_params = init_params.z
+    return rng_key, init_params, info, single_chain

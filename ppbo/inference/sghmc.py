@@ -33,9 +33,9 @@ import jax.numpy as jnp
 from jax import random
 from jax.flatten_util import ravel_pytree
 from numpyro.infer.mcmc import MCMCKernel
-from numpyro.infer.util import ParamInfo, init_to_uniform, initialize_model
+from numpyro.infer.util import init_to_uniform
 from numpyro.primitives import Messenger
-from numpyro.util import identity, is_prng_key
+from numpyro.util import identity
 
 from ppbo.data import Dataset
 from ppbo.inference import _mcmc
@@ -353,29 +353,17 @@ class SGHMCKernel(MCMCKernel):
             raise ValueError(
                 "Minibatches need a ppbo.Dataset as the model's first argument."
             )
-        single_chain = is_prng_key(rng_key)
-        if single_chain:
-            rng_key, key_init = random.split(rng_key)
-        else:
-            rng_key, key_init = jnp.swapaxes(jax.vmap(random.split)(rng_key), 0, 1)
-        if self._model is not None:
-            info = initialize_model(
-                key_init,
-                _scaled_model(self._model),
-                init_strategy=self._init_strategy,
-                dynamic_args=True,
-                model_args=model_args,
-                model_kwargs=model_kwargs,
-                validate_grad=False,
-            )
+        rng_key, init_params, info, single_chain = _mcmc.initialize_chains(
+            rng_key,
+            None if self._model is None else _scaled_model(self._model),
+            self._init_strategy,
+            init_params,
+            model_args,
+            model_kwargs,
+        )
+        if info is not None:
             self._potential_fn_gen = info.potential_fn
             self._postprocess_fn_gen = info.postprocess_fn
-            if init_params is None:
-                init_params = info.param_info.z
-        elif init_params is None:
-            raise ValueError("`init_params` is required with `potential_fn`.")
-        if isinstance(init_params, ParamInfo):
-            init_params = init_params.z
         init_chain = partial(self._init_chain, num_warmup=num_warmup)
         if single_chain:
             return init_chain(init_params, rng_key)

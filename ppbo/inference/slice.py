@@ -36,8 +36,8 @@ import jax.numpy as jnp
 from jax import lax, random
 from jax.flatten_util import ravel_pytree
 from numpyro.infer.mcmc import MCMCKernel
-from numpyro.infer.util import ParamInfo, init_to_uniform, initialize_model
-from numpyro.util import identity, is_prng_key
+from numpyro.infer.util import init_to_uniform
+from numpyro.util import identity
 
 from ppbo.data import Dataset
 from ppbo.inference import _mcmc
@@ -402,29 +402,17 @@ class SliceKernel(MCMCKernel):
             ValueError: if ``potential_fn`` is used without ``init_params``.
         """
         model_kwargs = {} if model_kwargs is None else model_kwargs
-        single_chain = is_prng_key(rng_key)
-        if single_chain:
-            rng_key, key_init = random.split(rng_key)
-        else:
-            rng_key, key_init = jnp.swapaxes(jax.vmap(random.split)(rng_key), 0, 1)
-        if self._model is not None:
-            info = initialize_model(
-                key_init,
-                self._model,
-                init_strategy=self._init_strategy,
-                dynamic_args=True,
-                model_args=model_args,
-                model_kwargs=model_kwargs,
-                validate_grad=False,
-            )
+        rng_key, init_params, info, single_chain = _mcmc.initialize_chains(
+            rng_key,
+            self._model,
+            self._init_strategy,
+            init_params,
+            model_args,
+            model_kwargs,
+        )
+        if info is not None:
             self._potential_fn_gen = info.potential_fn
             self._postprocess_fn_gen = info.postprocess_fn
-            if init_params is None:
-                init_params = info.param_info.z
-        elif init_params is None:
-            raise ValueError("`init_params` is required with `potential_fn`.")
-        if isinstance(init_params, ParamInfo):
-            init_params = init_params.z
         init_chain = partial(
             self._init_chain,
             potential_fn=self.get_potential_fn(model_args, model_kwargs),
