@@ -172,7 +172,7 @@ def test_bad_tells_are_named():
         ({"seed": 1.5}, "seed must be an integer"),
         ({"acquisition": "nope"}, "acquisition must be one of"),
         ({"inference": "hmc"}, "inference must be one of"),
-        ({"surrogate": "forest"}, "surrogate must be"),
+        ({"surrogate": "gradient_boosting"}, "surrogate must be"),
         ({"acquisition_options": {"beta": object()}}, "must be JSON-ready"),
     ],
 )

@@ -91,7 +91,7 @@ def test_lengthscale_prior_is_a_stored_surrogate_option():
     )
     loaded = ppbo.Optimizer.load(storage, "old")
     assert loaded.config["surrogate"]["lengthscale_prior"] == "dimension_scaled"
-    assert loaded._surrogate is surrogate
+    assert loaded._setup.surrogate is surrogate
 
 
 def test_key_streams_are_distinct_and_fixed():
