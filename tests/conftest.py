@@ -63,3 +63,33 @@ def _fresh_compilation_caches():
     """
     yield
     jax.clear_caches()
+
+
+def _ask_tell(make, load, value, steps, stop_at=None):
+    """Ask/tell ``steps`` times on ``make()``; with ``stop_at``, the process is
+    "killed" after ask ``stop_at`` (not told), the campaign reloaded with
+    ``load()``, its RUNNING trials told, and the loop goes on. Returns the trials."""
+    import warnings
+
+    import ppbo
+
+    opt = make()
+    for step in range(steps):
+        if step == stop_at:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ppbo.CampaignWarning)
+                opt = load()
+            for trial in opt.get_trials("RUNNING"):
+                opt.tell(trial, value(trial))
+            continue
+        trial = opt.ask()
+        if stop_at is not None and step == stop_at - 1:
+            continue  # "killed" after the ask, before the tell
+        opt.tell(trial, value(trial))
+    return opt.get_trials()
+
+
+@pytest.fixture
+def interrupted_campaign():
+    """The ask/tell loop of the exact-resume tests, optionally interrupted."""
+    return _ask_tell

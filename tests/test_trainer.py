@@ -10,8 +10,6 @@ posterior stores as arrays and a stored campaign resumes exactly.
 Reference: numpy least squares (``np.linalg.lstsq``) on the same bootstrap rows.
 """
 
-import warnings
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -176,7 +174,7 @@ def test_batches_need_conditioning_and_say_so():
         opt.ask(3)
 
 
-def _campaign(storage, name, steps, acquisition, stop_at=None):
+def _campaign(run, storage, name, steps, acquisition, stop_at=None):
     """Ask/tell ``steps`` times; with ``stop_at``, reload the campaign from
     storage after that many asks (the last ask not told) and go on."""
 
@@ -192,27 +190,23 @@ def _campaign(storage, name, steps, acquisition, stop_at=None):
             optimizer_options=FAST,
         )
 
-    opt = make()
-    for step in range(steps):
-        if step == stop_at:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ppbo.CampaignWarning)
-                opt = ppbo.Optimizer.load(storage, name, surrogate=ENSEMBLE)
-            for trial in opt.get_trials("RUNNING"):
-                opt.tell(trial, float(objective(np.array([trial.params["x"]]))))
-            continue
-        trial = opt.ask()
-        if stop_at is not None and step == stop_at - 1:
-            continue  # "killed" after the ask, before the tell
-        opt.tell(trial, float(objective(np.array([trial.params["x"]]))))
-    return opt.get_trials()
+    def load():
+        return ppbo.Optimizer.load(storage, name, surrogate=ENSEMBLE)
+
+    def value(trial):
+        return float(objective(np.array([trial.params["x"]])))
+
+    return run(make, load, value, steps, stop_at)
 
 
 @pytest.mark.parametrize("acquisition", ["ei", "log_ei"])
-def test_campaign_resumes_with_the_uninterrupted_suggestions(tmp_path, acquisition):
-    whole = _campaign(SQLiteStorage(tmp_path / "a.db"), "a", 7, acquisition)
+def test_campaign_resumes_with_the_uninterrupted_suggestions(
+    tmp_path, acquisition, interrupted_campaign
+):
+    run = interrupted_campaign
+    whole = _campaign(run, SQLiteStorage(tmp_path / "a.db"), "a", 7, acquisition)
     resumed = _campaign(
-        SQLiteStorage(tmp_path / "b.db"), "b", 8, acquisition, stop_at=5
+        run, SQLiteStorage(tmp_path / "b.db"), "b", 8, acquisition, stop_at=5
     )
     assert [t.params for t in whole] == [t.params for t in resumed]
     assert [t.value for t in whole] == [t.value for t in resumed]

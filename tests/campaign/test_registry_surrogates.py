@@ -7,8 +7,6 @@ from the registry) and continued. Reference: the uninterrupted campaign, whose
 trials the resumed one must reproduce exactly.
 """
 
-import warnings
-
 import numpy as np
 import pytest
 
@@ -29,7 +27,7 @@ def objective(params):
     return float((x - 0.3) ** 2 + (y - 0.6) ** 2 + 0.1 * np.sin(9.0 * x))
 
 
-def _campaign(storage, name, spec, acquisition, steps, stop_at=None):
+def _campaign(run, storage, name, spec, acquisition, steps, stop_at=None):
     def make():
         return ppbo.Optimizer(
             {"x": ppbo.Real(0.0, 1.0), "y": ppbo.Real(0.0, 1.0)},
@@ -42,20 +40,10 @@ def _campaign(storage, name, spec, acquisition, steps, stop_at=None):
             optimizer_options=FAST,
         )
 
-    opt = make()
-    for step in range(steps):
-        if step == stop_at:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ppbo.CampaignWarning)
-                opt = ppbo.Optimizer.load(storage, name)
-            for trial in opt.get_trials("RUNNING"):
-                opt.tell(trial, objective(trial.params))
-            continue
-        trial = opt.ask()
-        if stop_at is not None and step == stop_at - 1:
-            continue  # "killed" after the ask, before the tell
-        opt.tell(trial, objective(trial.params))
-    return opt.get_trials()
+    def load():
+        return ppbo.Optimizer.load(storage, name)
+
+    return run(make, load, lambda trial: objective(trial.params), steps, stop_at)
 
 
 def test_registry_entries_build_the_model_files_surrogates():
@@ -73,12 +61,12 @@ def test_registry_entries_build_the_model_files_surrogates():
     [("dngo", "log_ei"), ("ablr", "ei"), ("forest", "log_ei"), ("forest", "thompson")],
 )
 def test_campaign_resumes_with_the_uninterrupted_suggestions(
-    tmp_path, name, acquisition
+    tmp_path, name, acquisition, interrupted_campaign
 ):
-    spec = SPECS[name]
-    whole = _campaign(SQLiteStorage(tmp_path / "a.db"), "a", spec, acquisition, 7)
+    spec, run = SPECS[name], interrupted_campaign
+    whole = _campaign(run, SQLiteStorage(tmp_path / "a.db"), "a", spec, acquisition, 7)
     resumed = _campaign(
-        SQLiteStorage(tmp_path / "b.db"), "b", spec, acquisition, 8, stop_at=5
+        run, SQLiteStorage(tmp_path / "b.db"), "b", spec, acquisition, 8, stop_at=5
     )
     assert [t.params for t in whole] == [t.params for t in resumed]
     assert [t.value for t in whole] == [t.value for t in resumed]

@@ -115,45 +115,41 @@ TINY_NUTS = ppbo.NUTS(num_warmup=30, num_samples=16)
 FAST = {"num_raw": 64, "num_restarts": 2, "max_iterations": 20}
 
 
-def _campaign(storage, name, steps, stop_at=None):
+def _campaign(run, storage, name, steps, stop_at=None):
     """Ask/tell ``steps`` times; with ``stop_at``, reload from storage after that
     many asks (the last ask not told) and go on."""
+
+    def make():
+        return ppbo.Optimizer(
+            {"x": ppbo.Real(0.0, 1.0)},
+            surrogate=SMALL,
+            inference=TINY_NUTS,
+            n_initial=3,
+            seed=5,
+            storage=storage,
+            name=name,
+            optimizer_options=FAST,
+        )
+
+    def load():
+        return ppbo.Optimizer.load(storage, name, surrogate=SMALL)
 
     def value(trial):
         return float(function(np.array(trial.params["x"])))
 
-    opt = ppbo.Optimizer(
-        {"x": ppbo.Real(0.0, 1.0)},
-        surrogate=SMALL,
-        inference=TINY_NUTS,
-        n_initial=3,
-        seed=5,
-        storage=storage,
-        name=name,
-        optimizer_options=FAST,
-    )
-    for step in range(steps):
-        if step == stop_at:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ppbo.CampaignWarning)
-                opt = ppbo.Optimizer.load(storage, name, surrogate=SMALL)
-            for trial in opt.get_trials("RUNNING"):
-                opt.tell(trial, value(trial))
-            continue
-        trial = opt.ask()
-        if stop_at is not None and step == stop_at - 1:
-            continue  # "killed" after the ask, before the tell
-        opt.tell(trial, value(trial))
-    return opt.get_trials()
+    return run(make, load, value, steps, stop_at)
 
 
 @pytest.mark.slow
-def test_campaign_resumes_with_the_uninterrupted_suggestions(tmp_path):
+def test_campaign_resumes_with_the_uninterrupted_suggestions(
+    tmp_path, interrupted_campaign
+):
+    run = interrupted_campaign
     with warnings.catch_warnings():
         # tiny NUTS runs do not mix; the campaign reports it, the test ignores it
         warnings.simplefilter("ignore", ppbo.DiagnosticWarning)
-        whole = _campaign(SQLiteStorage(tmp_path / "a.db"), "a", 5)
-        resumed = _campaign(SQLiteStorage(tmp_path / "b.db"), "b", 6, stop_at=4)
+        whole = _campaign(run, SQLiteStorage(tmp_path / "a.db"), "a", 5)
+        resumed = _campaign(run, SQLiteStorage(tmp_path / "b.db"), "b", 6, stop_at=4)
     assert [t.params for t in whole] == [t.params for t in resumed]
     assert [t.value for t in whole] == [t.value for t in resumed]
     assert [t.origin for t in resumed].count("model") == 2
