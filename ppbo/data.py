@@ -312,6 +312,24 @@ class Dataset:
         return int(self.X.shape[1])
 
     @property
+    def target_mask(self) -> jax.Array:
+        """Rows that are real observations of the target task, shape (capacity,).
+
+        ``mask`` without the source rows (``source >= 0``): the rows an incumbent
+        and a regret are taken over. Equal to ``mask`` when ``source`` is None.
+
+        Example:
+            >>> import jax
+            >>> jax.config.update("jax_enable_x64", True)
+            >>> data = Dataset([[0.1], [0.2], [0.3]], [1.0, 2.0, 3.0], source=[0, -1, 1])
+            >>> data.target_mask.tolist()[:4]
+            [False, True, False, False]
+        """
+        if self.source is None:
+            return self.mask
+        return self.mask & (self.source < 0)
+
+    @property
     def num_tasks(self) -> int:
         """One more than the largest task id present."""
         return int(np.max(np.asarray(self.task)[np.asarray(self.mask)])) + 1

@@ -128,15 +128,17 @@ def observation_noise(sample: Sample, X: jax.Array, noise: Any = None) -> jax.Ar
 
 
 def best_observed_mean(sample: Sample) -> jax.Array:
-    """Largest posterior mean over the observed inputs (padding excluded).
+    """Largest posterior mean over the observed target inputs.
 
-    The default incumbent ``best_f`` of EI and PI for noisy observations.
+    The default incumbent ``best_f`` of EI and PI for noisy observations. Padding
+    and the rows of source tasks (:attr:`ppbo.Dataset.target_mask`) are excluded:
+    a source's optimum is no improvement on the target.
 
     Example:
         >>> # inside an acquisition fn(sample, X): best_f = best_observed_mean(sample)
     """
     mean, _ = sample.predict(sample.data.X)
-    return jnp.max(jnp.where(sample.data.mask, mean, -jnp.inf))
+    return jnp.max(jnp.where(sample.data.target_mask, mean, -jnp.inf))
 
 
 @jax.jit

@@ -137,7 +137,7 @@ def _knowledge_gradient(
         raise ValueError("kg needs a key=... option (its fantasies are random)")
     eps = fantasy_normals(sample.aux, num_fantasies)
     if X_discrete is None:
-        A, valid = sample.data.X, sample.data.mask
+        A, valid = sample.data.X, sample.data.target_mask
     else:
         A = jnp.asarray(X_discrete, dtype=X.dtype)
         valid = jnp.ones(A.shape[0], dtype=bool)

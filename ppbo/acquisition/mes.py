@@ -125,7 +125,7 @@ _QUARTILES = (0.25, 0.5, 0.75)
 
 def _best_observed(posterior: Posterior) -> jax.Array:
     data = posterior.data
-    return jnp.max(jnp.where(data.mask, data.y, -jnp.inf))
+    return jnp.max(jnp.where(data.target_mask, data.y, -jnp.inf))
 
 
 @partial(

@@ -476,7 +476,7 @@ def _condition_one(params, data, surrogate, x_star, iterations, damping, toleran
     # the one factorisation
     L_z = L[c:, c:]
     m0 = mean_z + L[c:, :c] @ (L_inv[:c, :c] @ r_c)
-    y_max = jnp.max(jnp.where(data.mask, data.y, -jnp.inf))
+    y_max = jnp.max(jnp.where(data.target_mask, data.y, -jnp.inf))
     ep = expectation_propagation(
         m0,
         L_z @ L_z.T,
