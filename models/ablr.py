@@ -19,6 +19,12 @@ predictive is the Gaussian of its head (Bishop 2006, eq. 3.59). With
 evidence instead of least squares. Task ids come from ``data.task``; they must
 lie in ``[0, num_tasks)`` (checked on the host before fitting).
 
+Transfer learning from source tasks (Perrone et al. 2018, §4: the heads of the
+related tasks train the shared features that the target's head then uses): with
+``num_sources = K`` the heads are ``K + 1`` and a row's head comes from
+``data.source`` instead: head 0 for the target (``source == -1``), head ``k + 1``
+for source ``k``. Predictions are the target head's unless ``task=`` says otherwise.
+
 Samples (leading axis ``s = 1``): ``w0, b0, ...`` the network (see
 :func:`ppbo.models.dngo.features`), ``alpha`` (t,) and ``beta`` (t,). ``prepare``
 computes every head's weight posterior from the data, so fantasised observations
@@ -38,13 +44,14 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ppbo.data import Dataset
 from ppbo.models import blr, dngo
 from ppbo.models.multitask_gp import check_tasks
 from ppbo.surrogate import PathSampler, Surrogate
 
-__all__ = ["surrogate", "negative_log_evidence", "precisions"]
+__all__ = ["surrogate", "negative_log_evidence", "precisions", "check_sources"]
 
 
 def precisions(raw: jax.Array, bounds: tuple[float, float]) -> jax.Array:
@@ -63,9 +70,51 @@ def precisions(raw: jax.Array, bounds: tuple[float, float]) -> jax.Array:
     return jnp.exp(lo + (hi - lo) * jax.nn.sigmoid(raw))
 
 
+def _heads(data: Dataset, num_tasks: int) -> jax.Array:
+    # with source rows the head is the source id + 1 (the target's head is 0)
+    if data.source is not None:
+        return data.source + 1
+    return data.task
+
+
 def _task_masks(data: Dataset, num_tasks: int) -> jax.Array:
     tasks = jnp.arange(num_tasks)[:, None]
-    return data.mask[None, :] & (data.task[None, :] == tasks)
+    return data.mask[None, :] & (_heads(data, num_tasks)[None, :] == tasks)
+
+
+def check_sources(data: Dataset, num_sources: int) -> None:
+    """Raise unless every real row of ``data`` is the target's or a known source's.
+
+    Host-side, like :func:`ppbo.models.multitask_gp.check_tasks`.
+
+    Args:
+        data: observations with per-row source ids ``data.source`` (-1: target).
+        num_sources: number of source tasks K the surrogate was built for.
+
+    Raises:
+        ValueError: when ``data.source`` is None, or naming the first row whose
+            source id is ``>= num_sources``.
+
+    Example:
+        >>> import jax, numpy as np, ppbo
+        >>> jax.config.update("jax_enable_x64", True)
+        >>> data = ppbo.Dataset(np.zeros((2, 1)), np.zeros(2), source=[0, -1])
+        >>> check_sources(data, num_sources=1)  # passes silently
+    """
+    if data.source is None:
+        raise ValueError(
+            f"a surrogate built with num_sources={num_sources} needs per-row "
+            "source ids (Dataset(..., source=...)), got data.source = None"
+        )
+    source = np.asarray(data.source)
+    bad = np.asarray(data.mask) & (source >= num_sources)
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise ValueError(
+            f"data.source[{row}] = {int(source[row])} is not a valid source id for "
+            f"a surrogate built with num_sources={num_sources}; ids must be -1 "
+            f"(the target) or in [0, {num_sources})"
+        )
 
 
 def negative_log_evidence(
@@ -160,7 +209,8 @@ def _noise(params, X, task: int = 0):
 
 
 def _draw_paths(key, params, data, cache, num_paths):
-    # the one head of single-task ABLR, drawn as DNGO draws its last layer
+    # head 0 (single-task ABLR's one head, or the target's beside source heads),
+    # drawn as DNGO draws its last layer
     head = jax.tree.map(lambda a: a[0], cache)
     return dngo.PATHS.draw(key, params, data, head, num_paths)
 
@@ -174,22 +224,28 @@ def surrogate(
     *,
     num_steps: int = 1000,
     learning_rate: float = 1e-2,
+    num_sources: int = 0,
 ) -> Surrogate:
     """Build the (multi-task) ABLR surrogate, fitted by :class:`ppbo.Train`.
 
     Args:
         num_tasks: number of tasks t (task ids ``0 .. t - 1`` in ``data.task``).
+            Must be 1 when ``num_sources > 0``.
         hidden: widths of the shared tanh layers (Perrone et al. use three of 50).
         num_steps: full-batch Adam steps on the summed negative evidence.
         learning_rate: Adam's step size.
+        num_sources: number of source tasks K whose rows (``data.source >= 0``)
+            train heads ``1 .. K`` beside the target's head 0; 0 for none.
 
     Returns:
         A :class:`ppbo.Surrogate` with a ``trainer``, per-task ``predict``,
         ``predict_joint`` and ``noise`` (``task=``), conditioning and, for
-        ``num_tasks=1``, exact sample paths of the head.
+        ``num_tasks=1`` (with or without sources), exact sample paths of the
+        target's head.
 
     Raises:
-        ValueError: for ``num_tasks < 1``, an empty ``hidden`` or ``num_steps < 1``.
+        ValueError: for ``num_tasks < 1``, an empty ``hidden``, ``num_steps < 1``,
+            ``num_sources < 0``, or both ``num_tasks > 1`` and ``num_sources > 0``.
 
     Example:
         >>> import jax, numpy as np, ppbo
@@ -199,8 +255,24 @@ def surrogate(
         >>> posterior = ppbo.fit(small, data, ppbo.Train(), jax.random.key(0))
         >>> posterior.samples["beta"].shape, posterior.predict(X, task=1)[0].shape
         ((1, 2), (1, 6))
+
+        Two source tasks beside the target (heads 1 and 2 for the sources):
+
+        >>> transfer = surrogate(hidden=(8,), num_steps=50, num_sources=2)
+        >>> data = ppbo.Dataset(X, np.sin(6 * X[:, 0]), source=[0, 0, 1, 1, -1, -1])
+        >>> ppbo.fit(transfer, data, ppbo.Train(), jax.random.key(0)).samples[
+        ...     "beta"].shape
+        (1, 3)
     """
-    num_tasks = int(num_tasks)
+    num_sources = int(num_sources)
+    if num_sources < 0:
+        raise ValueError(f"num_sources must be >= 0, got {num_sources}")
+    if num_sources > 0 and int(num_tasks) != 1:
+        raise ValueError(
+            "give either task ids (num_tasks > 1) or source tasks (num_sources > 0), "
+            f"not both: got num_tasks={num_tasks}, num_sources={num_sources}"
+        )
+    num_tasks = int(num_tasks) + num_sources
     hidden = tuple(int(h) for h in hidden)
     if num_tasks < 1:
         raise ValueError(f"num_tasks must be >= 1, got {num_tasks}")
@@ -221,7 +293,14 @@ def surrogate(
         prepare=partial(_prepare, num_tasks=num_tasks),
         predict_joint=_predict_joint,
         noise=_noise,
-        paths=_SINGLE_TASK_PATHS if num_tasks == 1 else None,
-        check_data=partial(check_tasks, num_tasks=num_tasks),
-        name=f"ablr(tasks={num_tasks}, hidden={list(hidden)}, steps={int(num_steps)})",
+        paths=_SINGLE_TASK_PATHS if num_tasks == 1 or num_sources else None,
+        check_data=(
+            partial(check_sources, num_sources=num_sources)
+            if num_sources
+            else partial(check_tasks, num_tasks=num_tasks)
+        ),
+        name=(
+            f"ablr(tasks={num_tasks}, hidden={list(hidden)}, steps={int(num_steps)}"
+            + (f", sources={num_sources})" if num_sources else ")")
+        ),
     )

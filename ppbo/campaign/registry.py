@@ -70,7 +70,11 @@ def _dngo(width: int = 50, depth: int = 3, num_steps: int = 1000) -> Surrogate:
 
 
 def _ablr(
-    num_tasks: int = 1, width: int = 50, depth: int = 3, num_steps: int = 1000
+    num_tasks: int = 1,
+    width: int = 50,
+    depth: int = 3,
+    num_steps: int = 1000,
+    num_sources: int = 0,
 ) -> Surrogate:
     from ppbo.models import ablr
 
@@ -78,6 +82,7 @@ def _ablr(
         num_tasks=int(num_tasks),
         hidden=(int(width),) * int(depth),
         num_steps=int(num_steps),
+        num_sources=int(num_sources),
     )
 
 
@@ -104,7 +109,10 @@ SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
     ),
     "multitask_gp": (_multitask_gp, {"num_tasks": 2, "kernel": "matern52"}),
     "dngo": (_dngo, {"width": 50, "depth": 3, "num_steps": 1000}),
-    "ablr": (_ablr, {"num_tasks": 1, "width": 50, "depth": 3, "num_steps": 1000}),
+    "ablr": (
+        _ablr,
+        {"num_tasks": 1, "width": 50, "depth": 3, "num_steps": 1000, "num_sources": 0},
+    ),
     "forest": (_forest, {"num_trees": 32, "kind": "random_forest"}),
 }
 

@@ -152,3 +152,41 @@ def test_bad_options_are_refused():
         ablr.surrogate(num_tasks=0)
     with pytest.raises(ValueError, match="hidden"):
         ablr.surrogate(hidden=())
+
+
+def test_source_tasks_train_heads_like_task_ids(data):
+    # multi-task ABLR on source rows: source k trains head k + 1 and the target
+    # head 0, exactly as task ids 1 and 0 do (Perrone et al. 2018, §4)
+    X, y, task = data.unpadded()
+    sources = ppbo.Dataset(X, y, source=np.where(task == 1, 0, -1), capacity=24)
+    transfer = ablr.surrogate(hidden=(16, 16), num_steps=300, num_sources=1)
+    by_source = ppbo.fit(transfer, sources, ppbo.Train(), jax.random.key(1))
+    by_task = ppbo.fit(TWO, data, ppbo.Train(), jax.random.key(1))
+    Xs = np.linspace(0, 1, 7)[:, None]
+    pairs = zip(by_source.predict(Xs), by_task.predict(Xs, task=0), strict=True)
+    for got, want in pairs:
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        by_source.predict(Xs, task=1)[0], by_task.predict(Xs, task=1)[0], atol=1e-12
+    )
+    assert Capability.SAMPLE_PATHS in transfer.capabilities
+
+
+def test_source_ids_are_checked():
+    transfer = ablr.surrogate(hidden=(4,), num_steps=5, num_sources=1)
+    X = np.linspace(0, 1, 3)[:, None]
+    with pytest.raises(ValueError, match=r"data.source\[1\] = 1"):
+        ppbo.fit(
+            transfer,
+            ppbo.Dataset(X, np.zeros(3), source=[-1, 1, 0]),
+            ppbo.Train(),
+            jax.random.key(0),
+        )
+    with pytest.raises(ValueError, match="data.source = None"):
+        ppbo.fit(
+            transfer, ppbo.Dataset(X, np.zeros(3)), ppbo.Train(), jax.random.key(0)
+        )
+    with pytest.raises(ValueError, match="not both"):
+        ablr.surrogate(num_tasks=2, num_sources=1)
+    with pytest.raises(ValueError, match="num_sources must be >= 0"):
+        ablr.surrogate(num_sources=-1)
