@@ -219,9 +219,7 @@ def _model(data: Dataset, *, config: _Config) -> None:
     K_s = k_s.matrix(data.X, data.X)
     K_s = K_s + jnp.diag(jnp.full(data.capacity, params["source_noise"] + JITTER))
     loc_s = jnp.full(data.capacity, params["source_mean"])
-    numpyro.sample(
-        "y_source", MaskedMultivariateNormal(loc_s, K_s, mask_s), obs=data.y
-    )
+    numpyro.sample("y_source", MaskedMultivariateNormal(loc_s, K_s, mask_s), obs=data.y)
     # boosted target term: residuals about the source posterior mean (a plain
     # Cholesky: ppbo.linalg.cholesky's jitter loop is not for differentiation)
     L_s = jnp.linalg.cholesky(masked_covariance(K_s, mask_s))
@@ -285,9 +283,7 @@ def _predict_joint(params, data: Dataset, X, cache, *, config: _Config):
     k_t, k_s, mean, W, A, Vs, Sigma_xt = _pieces(params, data, X, cache, config)
     cov_t = k_t.matrix(X, X) - W.T @ W
     cross = A @ Sigma_xt.T
-    boost = (
-        k_s.matrix(X, X) - Vs.T @ Vs + A @ cache["Sigma_tt"] @ A.T - cross - cross.T
-    )
+    boost = k_s.matrix(X, X) - Vs.T @ Vs + A @ cache["Sigma_tt"] @ A.T - cross - cross.T
     return mean, cov_t + boost
 
 
