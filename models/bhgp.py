@@ -94,7 +94,7 @@ PRIOR_SITES = (
 
 
 def check_sources(data: Dataset, num_sources: int) -> None:
-    """Raise unless ``data`` has source ids and every real row's id is < ``num_sources``.
+    """Raise unless ``data`` has source ids, each below ``num_sources``.
 
     The transfer models' host-side data check (the surrogate's ``check_data``):
     target rows have ``source == -1``, rows of source task ``k`` have
