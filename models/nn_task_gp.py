@@ -95,8 +95,9 @@ def neighbour_overlap(meta_features: np.ndarray, num_neighbours: int) -> np.ndar
             ``num_neighbours < 1``.
 
     Example:
-        >>> neighbour_overlap(np.array([[0.0], [0.1], [5.0]]), 2).tolist()
-        [[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+        >>> M = np.array([[0.0], [0.1], [5.0], [5.1]])
+        >>> neighbour_overlap(M, 2).tolist()  # N = {0,1}, {1,0}, {2,3}, {3,2}
+        [[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]]
     """
     M = np.asarray(meta_features, dtype=np.float64)
     if M.ndim != 2 or M.shape[0] < 1 or not np.all(np.isfinite(M)):
@@ -246,8 +247,8 @@ def surrogate(
     Example:
         >>> s = surrogate(num_sources=2, meta_features=[[0.0], [3.0], [0.2]],
         ...               num_neighbours=2)
-        >>> s.extras["overlap"].tolist()
-        [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 0.0, 1.0]]
+        >>> s.extras["overlap"].tolist()  # N = {0, 2}, {1, 2}, {2, 0}
+        [[1.0, 0.5, 1.0], [0.5, 1.0, 0.5], [1.0, 0.5, 1.0]]
 
     References:
         Yogatama and Mann (2014), §3; Rasmussen and Williams (2006), Algorithm 2.1.
