@@ -96,8 +96,11 @@ def neighbour_overlap(meta_features: np.ndarray, num_neighbours: int) -> np.ndar
 
     Example:
         >>> M = np.array([[0.0], [0.1], [5.0], [5.1]])
-        >>> neighbour_overlap(M, 2).tolist()  # N = {0,1}, {1,0}, {2,3}, {3,2}
-        [[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]]
+        >>> neighbour_overlap(M, 2)  # N = {0,1}, {1,0}, {2,3}, {3,2}
+        array([[1., 1., 0., 0.],
+               [1., 1., 0., 0.],
+               [0., 0., 1., 1.],
+               [0., 0., 1., 1.]])
     """
     M = np.asarray(meta_features, dtype=np.float64)
     if M.ndim != 2 or M.shape[0] < 1 or not np.all(np.isfinite(M)):
