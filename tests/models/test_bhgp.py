@@ -146,3 +146,12 @@ def test_map_fit_and_campaign_step(acquisition):
     assert np.all((result.X >= 0) & (result.X <= 1))
     assert np.all(np.isfinite(result.values))
     assert np.isfinite(float(result.posterior.samples["source_noise"][0]))
+
+
+def test_registry_entry_builds_this_surrogate():
+    from ppbo.campaign.registry import SURROGATES, resolve_surrogate
+
+    assert "num_sources" in SURROGATES["bhgp"][1]
+    surrogate, spec = resolve_surrogate({"name": "bhgp", "num_sources": 3})
+    assert spec["name"] == "bhgp" and spec["num_sources"] == 3
+    assert surrogate.extras["num_sources"] == 3

@@ -167,3 +167,12 @@ def test_bad_options_are_named():
         metabo.surrogate(num_features=0)
     with pytest.raises(ValueError, match="data.source is None"):
         SURROGATE.check_data(ppbo.Dataset(np.zeros((2, 1)), np.zeros(2)))
+
+
+def test_registry_entry_builds_this_surrogate():
+    from ppbo.campaign.registry import SURROGATES, resolve_surrogate
+
+    assert "num_sources" in SURROGATES["metabo_gp"][1]
+    surrogate, spec = resolve_surrogate({"name": "metabo_gp", "num_sources": 3})
+    assert spec["name"] == "metabo_gp" and spec["num_sources"] == 3
+    assert surrogate.extras["num_sources"] == 3

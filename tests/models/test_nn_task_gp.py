@@ -125,3 +125,24 @@ def test_map_fit_and_campaign_step(acquisition):
     )
     assert result.X.shape == (1, 2) and np.all(np.isfinite(result.values))
     assert 0.0 < float(result.posterior.samples["task_weight"][0]) < 1.0
+
+
+def test_registry_entry_builds_this_surrogate():
+    from ppbo.campaign.registry import SURROGATES, resolve_surrogate
+
+    assert "num_sources" in SURROGATES["nn_task_gp"][1]
+    surrogate, spec = resolve_surrogate({"name": "nn_task_gp", "num_sources": 3})
+    assert spec["name"] == "nn_task_gp" and spec["num_sources"] == 3
+    assert surrogate.extras["num_sources"] == 3
+
+
+def test_registry_fills_meta_features():
+    from ppbo.campaign.registry import SURROGATES, resolve_surrogate
+
+    assert SURROGATES["nn_task_gp"][1]["meta_features"] is None
+    rows = ((0.0, 1.0), (0.1, 1.0), (3.0, 0.0))  # the campaign's rows, frozen
+    spec = {"name": "nn_task_gp", "num_sources": 2, "meta_features": rows}
+    surrogate, _ = resolve_surrogate(spec)
+    np.testing.assert_array_equal(
+        surrogate.extras["overlap"], nn_task_gp.neighbour_overlap(np.array(rows), 3)
+    )

@@ -105,3 +105,12 @@ def test_campaign_step(acquisition):
         optimizer_options={"num_raw": 32, "num_restarts": 2, "max_iterations": 20},
     )
     assert result.X.shape == (2, 2) and np.all(np.isfinite(result.values))
+
+
+def test_registry_entry_builds_this_surrogate():
+    from ppbo.campaign.registry import SURROGATES, resolve_surrogate
+
+    assert "num_sources" in SURROGATES["rgpe"][1]
+    surrogate, spec = resolve_surrogate({"name": "rgpe", "num_sources": 3})
+    assert spec["name"] == "rgpe" and spec["num_sources"] == 3
+    assert surrogate.extras["num_sources"] == 3
