@@ -78,7 +78,13 @@ from ppbo.models.gp import JITTER
 from ppbo.models.kernels import KERNELS
 from ppbo.surrogate import Surrogate
 
-__all__ = ["surrogate", "check_sources", "source_masks", "PRIOR_SITES"]
+__all__ = [
+    "surrogate",
+    "check_sources",
+    "check_num_sources",
+    "source_masks",
+    "PRIOR_SITES",
+]
 
 #: Sites whose prior can be replaced through ``priors=``.
 PRIOR_SITES = (

@@ -73,12 +73,8 @@ def test_predict_matches_dense_formulas():
     ref_mean, ref_cov, _ = dense_bhgp(PARAMS, Xs, ys, Xt, yt, Xq)
     np.testing.assert_allclose(mean[0], ref_mean, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(var[0], np.diag(ref_cov), rtol=1e-7, atol=1e-10)
-    joint_mean, cov = SURROGATE.predict_joint_one(
-        jax.tree.map(lambda a: a[0], posterior.samples),
-        data,
-        Xq,
-        jax.tree.map(lambda a: a[0], posterior.cache),
-    )
+    first = jax.tree.map(lambda a: a[0], (posterior.samples, posterior.cache))
+    joint_mean, cov = jax.jit(SURROGATE.predict_joint_one)(first[0], data, Xq, first[1])
     np.testing.assert_allclose(joint_mean, ref_mean, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(cov, ref_cov, rtol=1e-7, atol=1e-10)
 
@@ -129,14 +125,27 @@ def test_check_data_names_the_bad_source():
         bhgp.surrogate(num_sources=0)
 
 
-@pytest.mark.parametrize("acquisition", ["ei", "ucb"])
-def test_map_fit_and_campaign_step(acquisition):
+@pytest.mark.parametrize(
+    "acquisition, fitted",
+    [
+        pytest.param("ei", "map", marks=pytest.mark.slow),
+        ("ucb", "fixed"),
+    ],
+)
+def test_map_fit_and_campaign_step(acquisition, fitted):
+    # MAP (compiling its BFGS is the slow part) with one acquisition; fixed
+    # hyperparameters with the other
+    inference = (
+        ppbo.MAP(num_restarts=2, max_iterations=50)
+        if fitted == "map"
+        else ppbo.Fixed(PARAMS)
+    )
     rng = np.random.default_rng(3)
     data, _ = make_data(rng, n_source=10, n_target=4)
     result = step(
         jax.random.key(0),
         SURROGATE,
-        ppbo.MAP(num_restarts=2, max_iterations=50),
+        inference,
         getattr(ppbo.acquisition, acquisition),
         data,
         q=2,

@@ -146,13 +146,26 @@ def test_surrogate_predicts_the_gp_with_the_learned_prior():
     np.testing.assert_allclose(got_var[0], var, rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize("acquisition", ["ei", "log_ei"])
-def test_map_fit_and_campaign_step(acquisition):
+@pytest.mark.parametrize(
+    "acquisition, fitted",
+    [
+        pytest.param("ei", "map", marks=pytest.mark.slow),
+        ("log_ei", "fixed"),
+    ],
+)
+def test_map_fit_and_campaign_step(acquisition, fitted):
+    # MAP (compiling its BFGS is the slow part) with one acquisition; fixed
+    # hyperparameters with the other
+    inference = (
+        ppbo.MAP(num_restarts=2, max_iterations=50)
+        if fitted == "map"
+        else ppbo.Fixed({"noise": 0.01, "extra_variance": 0.1})
+    )
     data = make_data(np.random.default_rng(6))
     result = step(
         jax.random.key(0),
         SURROGATE,
-        ppbo.MAP(num_restarts=2, max_iterations=50),
+        inference,
         getattr(ppbo.acquisition, acquisition),
         data,
         optimizer_options={"num_raw": 32, "num_restarts": 2, "max_iterations": 20},

@@ -112,13 +112,26 @@ def test_bad_options_are_named(kwargs, match):
         nn_task_gp.surrogate(**kwargs)
 
 
-@pytest.mark.parametrize("acquisition", ["ei", "pi"])
-def test_map_fit_and_campaign_step(acquisition):
+@pytest.mark.parametrize(
+    "acquisition, fitted",
+    [
+        pytest.param("ei", "map", marks=pytest.mark.slow),
+        ("pi", "fixed"),
+    ],
+)
+def test_map_fit_and_campaign_step(acquisition, fitted):
+    # MAP (compiling its BFGS is the slow part) with one acquisition; fixed
+    # hyperparameters with the other
+    inference = (
+        ppbo.MAP(num_restarts=2, max_iterations=50)
+        if fitted == "map"
+        else ppbo.Fixed(PARAMS)
+    )
     data, _ = make_data(np.random.default_rng(1))
     result = step(
         jax.random.key(0),
         SURROGATE,
-        ppbo.MAP(num_restarts=2, max_iterations=50),
+        inference,
         getattr(ppbo.acquisition, acquisition),
         data,
         optimizer_options={"num_raw": 32, "num_restarts": 2, "max_iterations": 20},
