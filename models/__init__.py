@@ -15,4 +15,8 @@ __all__ = [
     "bnn",
     "preference_gp",
     "heteroscedastic",
+    "bhgp",
+    "nn_task_gp",
+    "rgpe",
+    "metabo",
 ]

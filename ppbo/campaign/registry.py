@@ -117,6 +117,76 @@ SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
 }
 
 
+def _bhgp(num_sources: int = 1, kernel: str = "matern52") -> Surrogate:
+    from ppbo.models import bhgp
+
+    return bhgp.surrogate(num_sources=int(num_sources), kernel=kernel)
+
+
+def _nn_task_gp(
+    num_sources: int = 1,
+    meta_features: Any = None,
+    num_neighbours: int = 3,
+    kernel: str = "rbf",
+) -> Surrogate:
+    from ppbo.models import nn_task_gp
+
+    return nn_task_gp.surrogate(
+        num_sources=int(num_sources),
+        meta_features=meta_features,
+        num_neighbours=int(num_neighbours),
+        kernel=kernel,
+    )
+
+
+def _rgpe(num_sources: int = 1, num_bootstrap: int = 256, num_steps: int = 200):
+    from ppbo.models import rgpe
+
+    return rgpe.surrogate(
+        num_sources=int(num_sources),
+        num_bootstrap=int(num_bootstrap),
+        num_steps=int(num_steps),
+    )
+
+
+def _metabo_gp(
+    num_sources: int = 2,
+    basis: str = "fourier",
+    num_features: int = 64,
+    basis_lengthscale: float = 0.2,
+) -> Surrogate:
+    from ppbo.models import metabo
+
+    return metabo.surrogate(
+        num_sources=int(num_sources),
+        basis=basis,
+        num_features=int(num_features),
+        basis_lengthscale=float(basis_lengthscale),
+    )
+
+
+# Transfer models (issue 12): the campaign fills ``num_sources`` (and
+# ``meta_features``, one row per source then the target's) from its sources.
+SURROGATES["bhgp"] = (_bhgp, {"num_sources": 1, "kernel": "matern52"})
+SURROGATES["nn_task_gp"] = (
+    _nn_task_gp,
+    {"num_sources": 1, "meta_features": None, "num_neighbours": 3, "kernel": "rbf"},
+)
+SURROGATES["rgpe"] = (
+    _rgpe,
+    {"num_sources": 1, "num_bootstrap": 256, "num_steps": 200},
+)
+SURROGATES["metabo_gp"] = (
+    _metabo_gp,
+    {
+        "num_sources": 2,
+        "basis": "fourier",
+        "num_features": 64,
+        "basis_lengthscale": 0.2,
+    },
+)
+
+
 def _mcmc_counts(warmup_fraction: float) -> Callable[[int | None], dict]:
     def counts(samples: int | None) -> dict:
         if samples is None:

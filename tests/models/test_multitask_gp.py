@@ -370,3 +370,25 @@ def test_bad_prediction_task_raises(task, match):
     posterior = fixed_posterior(LKJ, params, make_data()[3])
     with pytest.raises(ValueError, match=match):
         posterior.predict(X_TEST, task=task)
+
+
+@pytest.mark.slow
+def test_positive_correlation_as_a_transfer_model_cannot_borrow_a_negated_source():
+    # The campaign's transfer layout: target = task 0, source k = task k + 1. A
+    # source that is the NEGATED target: the LKJ model's MAP finds a strong negative
+    # correlation; the non-negative parameterisation can at most switch the source
+    # off (correlation near 0), never use it with the wrong sign.
+    rng = np.random.default_rng(7)
+    Xs, Xt = rng.uniform(size=(14, 1)), rng.uniform(size=(6, 1))
+    f = lambda X: np.sin(6.0 * X[:, 0])  # noqa: E731
+    X = np.vstack([Xt, Xs])
+    y = np.concatenate([f(Xt), -f(Xs)])
+    data = ppbo.Dataset(X, y, task=np.repeat([0, 1], [6, 14]))
+    fits = {}
+    for label, positive in (("lkj", False), ("positive", True)):
+        s = multitask_gp.surrogate(2, positive_correlation=positive)
+        post = ppbo.fit(s, data, ppbo.MAP(num_restarts=4), jax.random.key(0))
+        C = s.extras["task_correlation"](jax.tree.map(lambda a: a[0], post.samples))
+        fits[label] = float(C[0, 1])
+    assert fits["lkj"] < -0.5, fits
+    assert 0.0 <= fits["positive"] < 0.2, fits
