@@ -259,6 +259,14 @@ def make_inference(name: str, samples: int | None = None, **options: Any) -> Any
     return entry.cls(**(entry.counts(samples) | options))
 
 
+def _hashable(value: Any) -> Any:
+    # JSON lists (meta-features, from a spec or read back from storage) as tuples,
+    # so that the configuration can key the cache of built surrogates
+    if isinstance(value, list | tuple):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
 @functools.cache
 def _build_surrogate(name: str, options: tuple) -> Surrogate:
     # one object per configuration and process: compiled fits and acquisitions are
@@ -311,7 +319,9 @@ def resolve_surrogate(surrogate: Any) -> tuple[Surrogate, dict]:
         )
     options = defaults | spec
     try:
-        built = _build_surrogate(name, tuple(sorted(options.items())))
+        built = _build_surrogate(
+            name, tuple((k, _hashable(v)) for k, v in sorted(options.items()))
+        )
     except (TypeError, KeyError) as error:
         raise ValueError(f"surrogate {surrogate!r}: {error}") from None
     return built, {"name": name} | options

@@ -92,3 +92,16 @@ def test_a_conditioning_network_surrogate_asks_batches():
     batch = opt.ask(2)
     assert [t.origin for t in batch] == ["model", "model"]
     assert [t.state for t in opt.get_trials()][-2:] == ["RUNNING", "RUNNING"]
+
+
+def test_list_options_resolve_to_one_cached_surrogate():
+    # meta-features arrive as JSON lists (from a spec, or read back from storage)
+    spec = {
+        "name": "nn_task_gp",
+        "num_sources": 2,
+        "meta_features": [[0.0, 1.0], [1.0, 0.0], [0.5, 0.5]],
+    }
+    built, stored = resolve_surrogate(spec)
+    again, _ = resolve_surrogate(stored)
+    assert again is built
+    assert stored["meta_features"] == spec["meta_features"]
