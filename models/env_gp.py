@@ -170,6 +170,12 @@ def source_posterior(
         >>> round(float(mean[0, 0]), 4), mean.shape
         (1.0, (2, 1))
     """
+    L, alpha = _source_factor(kernel, mean, row_noise, data, factor)
+    return _source_predict(kernel, mean, data, L, alpha, X, num_sources)
+
+
+def _source_factor(kernel, mean, row_noise, data: Dataset, factor):
+    # block-diagonal covariance of the source rows (no covariance across sources)
     source = data.source
     real = data.mask & (source >= 0)
     same = (source[:, None] == source[None, :]) & real[:, None] & real[None, :]
@@ -177,7 +183,12 @@ def source_posterior(
     K = jnp.where(same, K, jnp.eye(K.shape[0], dtype=K.dtype))
     L = factor(K)
     r = jnp.where(real, data.y - mean(data.X), 0.0)
-    alpha = cho_solve((L, True), r)
+    return L, cho_solve((L, True), r)
+
+
+def _source_predict(kernel, mean, data: Dataset, L, alpha, X, num_sources):
+    source = data.source
+    real = data.mask & (source >= 0)
     cross = kernel.matrix(X, data.X)
     prior_var = kernel.diag(X)
     prior_mean = mean(X)
