@@ -178,7 +178,7 @@ def difference_posterior(
 ) -> dict[str, jax.Array]:
     """Source and difference posteriors of one sample at ``X``, for inspection.
 
-    Steps 1-2 of the module docstring (Shilton et al. 2017, §4).
+    Steps 1-2 of the module docstring (Shilton et al. 2017, Diff-GP).
 
     Args:
         params: one sample of the sites.
@@ -242,9 +242,7 @@ def _model(data: Dataset, *, config: _Config) -> None:
     same = (source[:, None] == source[None, :]) & real[:, None] & real[None, :]
     Ks = kernel.matrix(data.X, data.X) + jnp.diag(_source_row_noise(params, data))
     Ks = jnp.where(same, Ks, 0.0)
-    numpyro.sample(
-        "y", MaskedMultivariateNormal(mean(data.X), Ks, real), obs=data.y
-    )
+    numpyro.sample("y", MaskedMultivariateNormal(mean(data.X), Ks, real), obs=data.y)
     # the difference GPs' marginal likelihoods of Delta y on the target rows
     mu_s, var_s = _source_predict(
         kernel, mean, data, L, alpha, data.X, config.num_sources
@@ -378,7 +376,7 @@ def surrogate(
 
     References:
         Shilton, Gupta, Rana and Venkatesh (2017), "Regret bounds for transfer
-        learning in Bayesian optimisation", §4 (Diff-GP); Rasmussen and Williams
+        learning in Bayesian optimisation" (Diff-GP); Rasmussen and Williams
         (2006), eqs. (2.25)-(2.26) and Algorithm 2.1.
     """
     num_sources = _check_count(num_sources)

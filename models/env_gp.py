@@ -13,19 +13,20 @@ is an observation of the TARGET function with an extra noise variance
         + [s_i \\ge 0]\\, \\sigma_{s, s_i}^2\\big), \\quad
     f \\sim \\mathcal{GP}(0, \\sigma_f^2 k_\\ell),
 
-which is the joint covariance of Joy et al. (2019), eq. (5) (the block matrix
+which is the joint covariance of Joy et al. (2019) (the block matrix
 ``[[K_ss + (sigma_n^2 + sigma_s^2) I, K_sT], [K_Ts, K_TT + sigma_n^2 I]]``), with one
 block of extra noise per source task. The source noise has the inverse-gamma prior
-``sigma_s^2 ~ InverseGamma(tau_0, upsilon_0)`` (Joy et al. 2019, §4.1) and two
+``sigma_s^2 ~ InverseGamma(tau_0, upsilon_0)`` (Joy et al. 2019) and two
 variants are offered:
 
-``variant="mode"`` (the paper's update, Joy et al. 2019, eqs. (7)-(8)): with the
+``variant="mode"`` (the paper's per-iteration update of the prior): with the
 ``t`` target observations ``y_i`` and the source GP's posterior means
 ``mu_{s,k}(x_i)`` at them,
 
 .. math::
     \\tau_t = \\tau_0 + \\frac t2, \\qquad
-    \\upsilon_t = \\upsilon_0 + \\frac12 \\sum_{i=1}^t \\big(y_i - \\mu_{s,k}(x_i)\\big)^2,
+    \\upsilon_t = \\upsilon_0
+        + \\frac12 \\sum_{i=1}^t \\big(y_i - \\mu_{s,k}(x_i)\\big)^2,
     \\qquad \\sigma_{s,k}^2 = \\frac{\\upsilon_t}{\\tau_t + 1},
 
 the mode of the conjugate inverse-gamma posterior of the squared residuals. It is a
@@ -207,7 +208,7 @@ def inverse_gamma_update(
 ) -> tuple[jax.Array, jax.Array]:
     """Conjugate update of ``InverseGamma(tau_0, upsilon_0)`` by squared residuals.
 
-    Joy et al. (2019), eqs. (7)-(8): ``tau_t = tau_0 + t / 2`` and
+    Joy et al. (2019): ``tau_t = tau_0 + t / 2`` and
     ``upsilon_t = upsilon_0 + sum_i r_i^2 / 2`` over the ``t`` entries where
     ``mask`` is True.
 
@@ -280,7 +281,7 @@ def mode_source_noise(
 ) -> jax.Array:
     """The posterior-mode source noise ``upsilon_t / (tau_t + 1)`` of each source.
 
-    Joy et al. (2019), eqs. (7)-(8) and the mode of the inverse gamma: the
+    Joy et al. (2019)'s update and the mode of the inverse gamma: the
     residuals are the target observations minus source ``k``'s GP posterior mean
     (same hyperparameters, conditioned on source ``k``'s rows) at the target
     inputs.
@@ -311,7 +312,12 @@ def mode_source_noise(
     k = build_kernel(kernel, params)
     noise = jnp.full(data.capacity, params["noise"] + JITTER, dtype=data.X.dtype)
     mu, _ = source_posterior(
-        k, partial(mean_function, mean, params), noise, data, data.X, num_sources,
+        k,
+        partial(mean_function, mean, params),
+        noise,
+        data,
+        data.X,
+        num_sources,
         factor,
     )
     tau, upsilon = inverse_gamma_update(data.y - mu, data.target_mask, tau0, upsilon0)
@@ -445,7 +451,7 @@ def surrogate(
         num_sources: number of source tasks ``K``; rows carry ``data.source`` in
             ``{-1, 0, ..., K-1}`` (-1: target).
         variant: ``"mode"`` (the source noise is the inverse-gamma posterior mode,
-            recomputed from the data, Joy et al. 2019, eqs. (7)-(8)) or
+            recomputed from the data, as Joy et al. 2019 update it) or
             ``"bayes"`` (the site ``source_noise`` (K,) with the inverse-gamma
             prior, fitted like any site).
         kernel: the shared latent kernel, a name in
@@ -491,10 +497,11 @@ def surrogate(
 
     References:
         Joy, Rana, Gupta and Venkatesh (2019), "Flexible transfer learning
-        framework for Bayesian optimisation with convergence guarantee", eqs.
-        (5), (7)-(8); Shilton, Gupta, Rana and Venkatesh (2017), "Regret bounds for
-        transfer learning in Bayesian optimisation", §3 (Env-GP); Rasmussen and
-        Williams (2006), Algorithm 2.1.
+        framework for Bayesian optimisation with convergence guarantee" (the
+        envelope covariance and the inverse-gamma source-noise update and its
+        mode, restated in the module docstring); Shilton, Gupta, Rana and
+        Venkatesh (2017), "Regret bounds for transfer learning in Bayesian
+        optimisation" (Env-GP); Rasmussen and Williams (2006), Algorithm 2.1.
     """
     num_sources = _check_count(num_sources)
     if variant not in VARIANTS:

@@ -1,10 +1,11 @@
 """MISO-style bias model: each source task is the target plus an independent bias.
 
 The multi-information-source model of Poloczek, Wang and Frazier (2017),
-"Multi-information source optimization" (NeurIPS; arXiv 2016), §3: information
+"Multi-information source optimization" (NeurIPS; arXiv 2016), statistical
+model: information
 source ``i`` observes ``f_i(x) = f_T(x) + delta_i(x)`` where ``f_T`` is the target
 and the biases ``delta_i ~ GP(0, k_i)`` are independent of ``f_T`` and of each
-other, so that (Poloczek et al., eq. (1)-(2))
+other, so that
 
 .. math::
     \\operatorname{cov}\\big(f_{s_i}(x_i), f_{s_j}(x_j)\\big)
@@ -113,7 +114,8 @@ def data_covariance(
 ) -> jax.Array:
     """Covariance of the rows' observations: target kernel + same-source bias + noise.
 
-    Poloczek et al. (2017), eq. (2), with per-source observation noise.
+    The covariance of Poloczek et al. (2017)'s statistical model, with
+    per-source observation noise.
 
     Args:
         params: one sample of the sites.
@@ -247,7 +249,8 @@ def surrogate(
 
     References:
         Poloczek, Wang and Frazier (2017), "Multi-information source
-        optimization", §3, eqs. (1)-(2); Rasmussen and Williams (2006),
+        optimization" (the statistical model: independent bias GPs);
+        Rasmussen and Williams (2006),
         Algorithm 2.1.
     """
     num_sources = _check_count(num_sources)
