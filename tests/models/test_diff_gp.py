@@ -200,6 +200,30 @@ def test_target_identical_to_the_source_gives_the_source_gp():
     np.testing.assert_allclose(mean[0], ref["mean"], rtol=0, atol=1e-8)
 
 
+def test_source_with_the_targets_points_and_values_gives_the_source_gp():
+    # the target rows repeated as the source rows, with a near noise-free source:
+    # Delta y is of the order of the source noise, and by Cauchy-Schwarz
+    # |mu_g(x)| <= sqrt(k_g(x, x)) ||Delta y|| / sqrt(min noise of Delta y)
+    rng = np.random.default_rng(5)
+    X_t = rng.uniform(size=(5, DIM))
+    y_t = np.sin(5.0 * X_t[:, 0]) + X_t[:, 1]
+    X, y = np.concatenate([X_t, X_t]), np.concatenate([y_t, y_t])
+    source = np.array([0] * 5 + [-1] * 5)
+    data = ppbo.Dataset(X, y, source=source, capacity=16)
+    params = PARAMS_1 | {"source_noise": np.array([1e-9])}
+    ref = dense_diff_gp(X, y, source, params, X_t)
+    dy = y_t - ref["source_mean"][0]
+    bound = (
+        np.sqrt(params["diff_outputscale"][0])
+        * np.linalg.norm(dy)
+        / np.sqrt(params["noise"] + JITTER)
+    )
+    assert bound < 1e-3
+    mean, _ = fixed(SUM, params, data).predict(X_TEST)
+    source_mean = dense_diff_gp(X, y, source, params, X_TEST)["source_mean"][0]
+    assert np.max(np.abs(mean[0] - source_mean)) <= bound
+
+
 def test_padding_does_not_matter():
     a = fixed(AUGMENTED, PARAMS, make_data(capacity=11)[3]).predict(X_TEST)
     b = fixed(AUGMENTED, PARAMS, make_data(capacity=16)[3]).predict(X_TEST)
