@@ -34,6 +34,8 @@ pure function of the data and of the current hyperparameters (the source GP of t
 ``k`` is the GP with the same ``lengthscale``, ``outputscale``, ``noise`` and
 ``mean`` conditioned on the rows of task ``k`` only), recomputed inside the model
 and in ``prepare``: no hidden state, so a resumed campaign gives the same value.
+Rows appended by conditioning (pending points at their predicted means) are target
+rows and count in ``t``, as a real observation would.
 
 ``variant="bayes"``: ``sigma_{s,k}^2`` is the sampled site ``source_noise`` with the
 inverse-gamma prior and is fitted by NUTS, slice sampling or MAP with the other
