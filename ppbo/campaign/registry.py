@@ -92,6 +92,32 @@ def _forest(num_trees: int = 32, kind: str = "random_forest") -> Surrogate:
     return forest.surrogate(num_trees=int(num_trees), kind=kind)
 
 
+def _env_gp(
+    num_sources: int = 1, variant: str = "mode", kernel: str = "matern52"
+) -> Surrogate:
+    from ppbo.models import env_gp
+
+    return env_gp.surrogate(
+        num_sources=int(num_sources), variant=variant, kernel=kernel
+    )
+
+
+def _diff_gp(
+    num_sources: int = 1, prediction: str = "augmented", kernel: str = "matern52"
+) -> Surrogate:
+    from ppbo.models import diff_gp
+
+    return diff_gp.surrogate(
+        num_sources=int(num_sources), prediction=prediction, kernel=kernel
+    )
+
+
+def _miso_gp(num_sources: int = 1, kernel: str = "matern52") -> Surrogate:
+    from ppbo.models import miso_gp
+
+    return miso_gp.surrogate(num_sources=int(num_sources), kernel=kernel)
+
+
 #: Surrogate name -> (builder, default options). ``"gp-<kernel>"`` is the GP with
 #: that kernel; the GP's ``lengthscale_prior`` names one of
 #: :data:`ppbo.models.gp.LENGTHSCALE_PRIORS` (its default is
@@ -114,6 +140,12 @@ SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
         {"num_tasks": 1, "width": 50, "depth": 3, "num_steps": 1000, "num_sources": 0},
     ),
     "forest": (_forest, {"num_trees": 32, "kind": "random_forest"}),
+    "env_gp": (_env_gp, {"num_sources": 1, "variant": "mode", "kernel": "matern52"}),
+    "diff_gp": (
+        _diff_gp,
+        {"num_sources": 1, "prediction": "augmented", "kernel": "matern52"},
+    ),
+    "miso_gp": (_miso_gp, {"num_sources": 1, "kernel": "matern52"}),
 }
 
 
