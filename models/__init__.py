@@ -19,4 +19,8 @@ __all__ = [
     "nn_task_gp",
     "rgpe",
     "metabo",
+    "env_gp",
+    "diff_gp",
+    "miso_gp",
+    "sources",
 ]

@@ -44,14 +44,14 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ppbo.data import Dataset
 from ppbo.models import blr, dngo
 from ppbo.models.multitask_gp import check_tasks
+from ppbo.models.sources import check_sources
 from ppbo.surrogate import PathSampler, Surrogate
 
-__all__ = ["surrogate", "negative_log_evidence", "precisions", "check_sources"]
+__all__ = ["surrogate", "negative_log_evidence", "precisions"]
 
 
 def precisions(raw: jax.Array, bounds: tuple[float, float]) -> jax.Array:
@@ -80,41 +80,6 @@ def _heads(data: Dataset, num_tasks: int) -> jax.Array:
 def _task_masks(data: Dataset, num_tasks: int) -> jax.Array:
     tasks = jnp.arange(num_tasks)[:, None]
     return data.mask[None, :] & (_heads(data, num_tasks)[None, :] == tasks)
-
-
-def check_sources(data: Dataset, num_sources: int) -> None:
-    """Raise unless every real row of ``data`` is the target's or a known source's.
-
-    Host-side, like :func:`ppbo.models.multitask_gp.check_tasks`.
-
-    Args:
-        data: observations with per-row source ids ``data.source`` (-1: target).
-        num_sources: number of source tasks K the surrogate was built for.
-
-    Raises:
-        ValueError: when ``data.source`` is None, or naming the first row whose
-            source id is ``>= num_sources``.
-
-    Example:
-        >>> import jax, numpy as np, ppbo
-        >>> jax.config.update("jax_enable_x64", True)
-        >>> data = ppbo.Dataset(np.zeros((2, 1)), np.zeros(2), source=[0, -1])
-        >>> check_sources(data, num_sources=1)  # passes silently
-    """
-    if data.source is None:
-        raise ValueError(
-            f"a surrogate built with num_sources={num_sources} needs per-row "
-            "source ids (Dataset(..., source=...)), got data.source = None"
-        )
-    source = np.asarray(data.source)
-    bad = np.asarray(data.mask) & (source >= num_sources)
-    if bad.any():
-        row = int(np.argmax(bad))
-        raise ValueError(
-            f"data.source[{row}] = {int(source[row])} is not a valid source id for "
-            f"a surrogate built with num_sources={num_sources}; ids must be -1 "
-            f"(the target) or in [0, {num_sources})"
-        )
 
 
 def negative_log_evidence(

@@ -58,14 +58,12 @@ References:
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from jax.scipy.linalg import cho_solve, solve_triangular
@@ -76,13 +74,11 @@ from ppbo.models import gp
 from ppbo.models.gaussian import MaskedMultivariateNormal, masked_covariance
 from ppbo.models.gp import JITTER
 from ppbo.models.kernels import KERNELS
+from ppbo.models.sources import check_num_sources, check_sources, source_masks
 from ppbo.surrogate import Surrogate
 
 __all__ = [
     "surrogate",
-    "check_sources",
-    "check_num_sources",
-    "source_masks",
     "PRIOR_SITES",
 ]
 
@@ -97,75 +93,6 @@ PRIOR_SITES = (
     "source_noise",
     "source_mean",
 )
-
-
-def check_sources(data: Dataset, num_sources: int) -> None:
-    """Raise unless ``data`` has source ids, each below ``num_sources``.
-
-    The transfer models' host-side data check (the surrogate's ``check_data``):
-    target rows have ``source == -1``, rows of source task ``k`` have
-    ``source == k`` with ``0 <= k < num_sources``.
-
-    Args:
-        data: observations with ``data.source`` (n,).
-        num_sources: the number of source tasks ``K`` the surrogate was built for.
-
-    Raises:
-        ValueError: if ``data.source`` is None, or naming the first row whose id
-            is ``>= num_sources``.
-
-    Example:
-        >>> import jax, numpy as np
-        >>> from ppbo.data import Dataset
-        >>> jax.config.update("jax_enable_x64", True)
-        >>> data = Dataset(np.zeros((3, 1)), np.zeros(3), source=[0, 1, -1])
-        >>> check_sources(data, num_sources=2)  # passes silently
-    """
-    if data.source is None:
-        raise ValueError(
-            "data.source is None: a transfer surrogate needs the source id of every "
-            "row (-1 for the target, 0..K-1 for the source tasks)"
-        )
-    source = np.asarray(data.source)
-    bad = np.asarray(data.mask) & (source >= num_sources)
-    if bad.any():
-        row = int(np.argmax(bad))
-        raise ValueError(
-            f"data.source[{row}] = {int(source[row])} is not a valid source id for a "
-            f"surrogate built with num_sources={num_sources}; source ids must be -1 "
-            f"(target) or in [0, {num_sources})"
-        )
-
-
-def source_masks(data: Dataset) -> tuple[jax.Array, jax.Array]:
-    """Masks of the real source rows and the real target rows, each (capacity,).
-
-    Example:
-        >>> import jax, numpy as np
-        >>> from ppbo.data import Dataset
-        >>> jax.config.update("jax_enable_x64", True)
-        >>> data = Dataset(np.zeros((2, 1)), np.zeros(2), source=[0, -1])
-        >>> [m.tolist()[:3] for m in source_masks(data)]
-        [[True, False, False], [False, True, False]]
-    """
-    if data.source is None:
-        return jnp.zeros_like(data.mask), data.mask
-    return data.mask & (data.source >= 0), data.mask & (data.source < 0)
-
-
-def check_num_sources(num_sources) -> int:
-    """Validate ``num_sources`` (a plain int ``>= 1``) and return it as an int.
-
-    Example:
-        >>> check_num_sources(2)
-        2
-    """
-    integral = isinstance(num_sources, numbers.Integral) and not isinstance(
-        num_sources, bool
-    )
-    if not integral or num_sources < 1:
-        raise ValueError(f"num_sources must be an integer >= 1, got {num_sources!r}")
-    return int(num_sources)
 
 
 @dataclass(frozen=True, eq=False)

@@ -58,7 +58,6 @@ from ppbo.models.env_gp import (
     _check_priors,
     _source_factor,
     _source_predict,
-    check_sources,
 )
 from ppbo.models.gaussian import MaskedMultivariateNormal, masked_covariance
 from ppbo.models.gp import (
@@ -69,6 +68,7 @@ from ppbo.models.gp import (
     mean_function,
 )
 from ppbo.models.kernels import KERNELS, Kernel
+from ppbo.models.sources import check_sources
 from ppbo.surrogate import Surrogate
 
 __all__ = ["surrogate", "PREDICTIONS", "NEW_SITES", "difference_posterior"]

@@ -48,7 +48,7 @@ mean), as in :mod:`ppbo.models.gp`, and for ``variant="bayes"`` ``source_noise``
 outputs are standardised per task (the data contract of ``ppbo.transfer``).
 
 This module also holds the helpers the other transfer GPs share:
-:func:`check_sources` and :func:`source_posterior` (per-source GP posteriors from
+:func:`source_posterior` (per-source GP posteriors from
 one block-diagonal Cholesky factor).
 """
 
@@ -78,12 +78,12 @@ from ppbo.models.gp import (
     mean_function,
 )
 from ppbo.models.kernels import KERNELS, Kernel
+from ppbo.models.sources import check_sources
 from ppbo.surrogate import Surrogate
 
 __all__ = [
     "surrogate",
     "VARIANTS",
-    "check_sources",
     "source_posterior",
     "inverse_gamma_update",
     "mode_source_noise",
@@ -93,43 +93,6 @@ __all__ = [
 VARIANTS = ("mode", "bayes")
 
 _VECTOR_SITES = ("lengthscale", "mean_weights")
-
-
-def check_sources(data: Dataset, num_sources: int) -> None:
-    """Raise unless every real row of ``data`` has a source id in ``[-1, K)``.
-
-    Host-side (it reads the arrays); compiled code cannot raise on data values.
-
-    Args:
-        data: observations with per-row source ids ``data.source`` (n,); -1 marks
-            the target task.
-        num_sources: number of source tasks ``K`` the surrogate was built for.
-
-    Raises:
-        ValueError: when ``data.source`` is None, or naming the first row whose
-            source id is ``>= num_sources``.
-
-    Example:
-        >>> import jax, numpy as np
-        >>> from ppbo.data import Dataset
-        >>> jax.config.update("jax_enable_x64", True)
-        >>> data = Dataset(np.zeros((3, 1)), np.zeros(3), source=[0, 1, -1])
-        >>> check_sources(data, num_sources=2)  # passes silently
-    """
-    if data.source is None:
-        raise ValueError(
-            "data.source is None: a transfer surrogate needs per-row source ids "
-            "(-1 for target rows, 0..K-1 for the rows of source task k)"
-        )
-    source = np.asarray(data.source)
-    bad = np.asarray(data.mask) & (source >= num_sources)
-    if bad.any():
-        row = int(np.argmax(bad))
-        raise ValueError(
-            f"data.source[{row}] = {int(source[row])} is not a valid source id for "
-            f"a surrogate built with num_sources={num_sources}; source ids must be "
-            f"-1 (target) or in [0, {num_sources})"
-        )
 
 
 def source_posterior(

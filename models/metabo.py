@@ -91,9 +91,9 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 from ppbo.data import Dataset
 from ppbo.linalg import cholesky
 from ppbo.models import gp
-from ppbo.models.bhgp import check_num_sources, check_sources, source_masks
 from ppbo.models.gaussian import MaskedMultivariateNormal, masked_covariance
 from ppbo.models.gp import JITTER
+from ppbo.models.sources import check_num_sources, check_sources, source_masks
 from ppbo.surrogate import Surrogate
 
 __all__ = [

@@ -47,7 +47,6 @@ from ppbo.models.env_gp import (
     _check_common,
     _check_count,
     _check_priors,
-    check_sources,
 )
 from ppbo.models.gaussian import MaskedMultivariateNormal, masked_covariance
 from ppbo.models.gp import (
@@ -58,6 +57,7 @@ from ppbo.models.gp import (
     mean_function,
 )
 from ppbo.models.kernels import KERNELS, Kernel
+from ppbo.models.sources import check_sources
 from ppbo.surrogate import Surrogate
 
 __all__ = ["surrogate", "data_covariance", "NEW_SITES"]

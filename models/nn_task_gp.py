@@ -60,10 +60,10 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 from ppbo.data import Dataset
 from ppbo.linalg import cholesky
 from ppbo.models import gp
-from ppbo.models.bhgp import check_num_sources, check_sources
 from ppbo.models.gaussian import MaskedMultivariateNormal, masked_covariance
 from ppbo.models.gp import JITTER
 from ppbo.models.kernels import KERNELS
+from ppbo.models.sources import check_num_sources, check_sources
 from ppbo.surrogate import Surrogate
 
 __all__ = ["surrogate", "neighbour_overlap", "task_kernel", "PRIOR_SITES"]
