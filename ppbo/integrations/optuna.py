@@ -141,10 +141,13 @@ def to_space(search_space: Mapping[str, BaseDistribution]) -> Space:
 
     Example:
         >>> from optuna.distributions import FloatDistribution, IntDistribution
-        >>> to_space({"lr": FloatDistribution(1e-4, 1e-1, log=True),
-        ...           "units": IntDistribution(8, 64, step=8)})
-        Space(lr=Real(low=0.0001, high=0.1, log=True), units=Integer(low=0, high=7, log=False))
-    """  # noqa: E501
+        >>> space = to_space({"lr": FloatDistribution(1e-4, 1e-1, log=True),
+        ...                   "units": IntDistribution(8, 64, step=8)})
+        >>> space.dimensions["lr"]
+        Real(low=0.0001, high=0.1, log=True)
+        >>> space.dimensions["units"]  # the grid index k of 8 + 8 k
+        Integer(low=0, high=7, log=False)
+    """
     return _space(search_space)[0]
 
 
