@@ -20,7 +20,9 @@ function from the GP prior for every seed.
 
 Usage: ``python benchmarks/regret.py [--problems branin hartmann6] [--methods ppbo
 ppbo_nuts] [--campaign NAME='{"acquisition": "log_ei"}'] [--seeds 20] [--budget 60]
-[--workers 2] [--peers results/regret_botorch.jsonl] [--name regret]``; runs are
+[--workers 2] [--executor ray [--ray-address ADDRESS]] [--peers
+results/regret_botorch.jsonl] [--name regret]``; ``--executor ray`` sends the runs
+to a Ray cluster as tasks (``ppbo.benchmarks.ray_map``); runs are
 appended to ``results/{name}.jsonl`` as they finish and skipped when present, so a
 sweep resumes; ``--table`` alone only summarises what is there.
 """
@@ -148,6 +150,18 @@ def main(argv: list[str] | None = None) -> dict:
         "do; pair with n_initial=0 in the options) instead of its own",
     )
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument(
+        "--executor",
+        choices=benchmarks.EXECUTORS,
+        default="local",
+        help="local: this process (or --workers processes); ray: Ray tasks",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        help="the Ray cluster for --executor ray (default: RAY_ADDRESS or a new "
+        "local cluster)",
+    )
     parser.add_argument("--name", default="regret")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--peers", nargs="*", type=Path, default=[])
@@ -184,7 +198,12 @@ def main(argv: list[str] | None = None) -> dict:
         if (name, problem, seed) not in done
     ]
     if not args.table and tasks:
-        if args.workers > 1:
+        if args.executor == "ray":
+            pool = None
+            results = benchmarks.ray_map(
+                _task, tasks, address=args.ray_address, ordered=False
+            )
+        elif args.workers > 1:
             # spawn, not fork: JAX is multithreaded and must not be forked.
             context = multiprocessing.get_context("spawn")
             pool = concurrent.futures.ProcessPoolExecutor(args.workers, context)

@@ -19,6 +19,7 @@ from ppbo.benchmarks.campaign import Campaign, problem_space
 from ppbo.benchmarks.methods import BayesOpt, bayes_opt
 from ppbo.benchmarks.problems import Problem, get, names, options
 from ppbo.benchmarks.runner import (
+    EXECUTORS,
     Method,
     Suggest,
     best_observed,
@@ -26,6 +27,7 @@ from ppbo.benchmarks.runner import (
     initial_design,
     plot,
     random_search,
+    ray_map,
     run,
     run_one,
     summarize,
@@ -50,4 +52,6 @@ __all__ = [
     "summarize",
     "bootstrap_median",
     "plot",
+    "ray_map",
+    "EXECUTORS",
 ]

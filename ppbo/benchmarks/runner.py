@@ -7,7 +7,8 @@ observed point). :func:`run_one` runs one (method, problem, seed) and returns a
 JSON-ready dict; :func:`run` maps it over a sweep (any ``map``-like function, so a
 process pool or a Ray wrapper can spread the runs out), then :func:`summarize`
 takes the median and a bootstrap band of log10 immediate regret per evaluation and
-:func:`plot` draws them.
+:func:`plot` draws them. ``run(..., executor="ray")`` sends the runs to a Ray
+cluster as tasks (:func:`ray_map`; Moritz et al. 2018).
 
 The protocol follows Hernández-Lobato et al. (2014, Section 5): every run starts
 from the same Latin-hypercube design for a given seed, observes the objective with
@@ -23,11 +24,14 @@ References:
     a Computer Code. Technometrics 21.
     Efron, B. and Tibshirani, R. J. (1993). An Introduction to the Bootstrap.
     Chapman & Hall. (Percentile intervals, Chapter 13.)
+    Moritz, P., Nishihara, R., Wang, S., Tumanov, A., Liaw, R., Liang, E., et al.
+    (2018). Ray: A Distributed Framework for Emerging AI Applications. OSDI.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import platform
@@ -50,6 +54,7 @@ __all__ = [
     "initial_design",
     "run_one",
     "run",
+    "ray_map",
     "summarize",
     "bootstrap_median",
     "plot",
@@ -372,6 +377,73 @@ def _run_task(task: tuple) -> dict[str, Any]:
     return run_one(*task)
 
 
+#: Executors of :func:`run`: ``"local"`` (``map_fn`` in this process) and
+#: ``"ray"`` (:func:`ray_map`).
+EXECUTORS = ("local", "ray")
+
+
+def _call_with_x64(function: Callable, task: Any, x64: bool) -> Any:
+    # a Ray worker is a fresh process: give it the caller's float64 setting, so
+    # that its runs equal the local executor's
+    jax.config.update("jax_enable_x64", x64)
+    return function(task)
+
+
+def ray_map(
+    function: Callable[[Any], Any],
+    tasks: Iterable[Any],
+    *,
+    address: str | None = None,
+    num_cpus: float = 1.0,
+    ordered: bool = True,
+) -> Iterable[Any]:
+    """Map ``function`` over ``tasks`` as Ray tasks; yield the results.
+
+    Connects to Ray first if needed: ``ray.init(address=address)`` (None: the
+    ``RAY_ADDRESS`` environment variable, else a new local cluster with one
+    worker per CPU); an already initialised Ray is used as it is. Every task
+    runs with the caller's ``jax_enable_x64`` setting. ``function`` and the tasks
+    must pickle (module-level functions, not lambdas defined in ``__main__``).
+
+    Args:
+        function: applied to each task, in a Ray worker.
+        tasks: the arguments, one per Ray task; all are submitted at once.
+        address: the cluster to connect to, as for ``ray.init``.
+        num_cpus: CPUs reserved per task (the cluster runs ``CPUs / num_cpus``
+            tasks at once).
+        ordered: yield results in the order of ``tasks`` (True) or as they
+            finish (False).
+
+    Returns:
+        An iterator over the results.
+
+    Raises:
+        ImportError: if Ray is not installed (the ``ray`` extra).
+
+    Example:
+        Not run by the doctests (it starts a Ray cluster, seconds to minutes):
+
+        >>> import ray  # doctest: +SKIP
+        >>> _ = ray.init(num_cpus=2, include_dashboard=False)  # doctest: +SKIP
+        >>> list(ray_map(abs, [-1, 2, -3]))  # doctest: +SKIP
+        [1, 2, 3]
+    """
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=address)
+    remote = ray.remote(num_cpus=num_cpus)(_call_with_x64)
+    x64 = bool(jax.config.jax_enable_x64)
+    pending = [remote.remote(function, task, x64) for task in tasks]
+    if ordered:
+        for ref in pending:
+            yield ray.get(ref)
+        return
+    while pending:
+        (ref,), pending = ray.wait(pending, num_returns=1)
+        yield ray.get(ref)
+
+
 def run(
     methods: Mapping[str, Method | Suggest],
     problems: Sequence[str | Problem],
@@ -381,11 +453,13 @@ def run(
     noise_var: float | None = None,
     out_dir: str | Path | None = None,
     name: str = "regret",
-    map_fn: Callable[[Callable, Iterable], Iterable] = map,
+    map_fn: Callable[[Callable, Iterable], Iterable] | None = None,
     on_run: Callable[[dict[str, Any]], None] | None = None,
     level: float = 0.9,
     num_resamples: int = 1000,
     floor: float = 1e-12,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     """Run every method on every problem for every seed, summarise and save.
 
@@ -393,6 +467,9 @@ def run(
     ``map_fn`` may run them anywhere: the builtin ``map`` (the default), a
     ``concurrent.futures`` executor's ``map``, or a wrapper around Ray tasks. The
     tasks it receives are tuples of :func:`run_one`'s positional arguments.
+    ``executor="ray"`` runs them as Ray tasks (:func:`ray_map`), one CPU each,
+    on the cluster at ``ray_address``; the runs equal the local executor's for
+    the same seeds, apart from the measured seconds.
 
     Args:
         methods: name -> method (see :func:`run_one`).
@@ -407,19 +484,31 @@ def run(
         out_dir: if given, ``{name}.json`` and ``{name}.png`` are written there.
         name: the stem of the output files.
         map_fn: ``map``-like function applied to the module-level task runner and
-            the task tuples.
+            the task tuples (None: the builtin ``map``).
         on_run: called with each run's dict as it arrives (progress reports).
         level: coverage of the bootstrap band.
         num_resamples: bootstrap resamples.
         floor: regrets are floored here before log10 (zero regret is -inf).
+        executor: ``"local"`` (``map_fn``) or ``"ray"``.
+        ray_address: the Ray cluster for ``executor="ray"`` (None: an already
+            initialised Ray, ``RAY_ADDRESS``, or a new local cluster).
 
     Returns:
         ``{"config": ..., "runs": [run_one dicts], "summary": summarize(runs)}``.
 
     Raises:
-        ValueError: for empty or repeated methods, problems or seeds, and as
+        ValueError: for empty or repeated methods, problems or seeds, an unknown
+            executor, ``executor="ray"`` with a ``map_fn``, and as
             :func:`run_one`.
     """
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    if executor == "ray":
+        if map_fn is not None:
+            raise ValueError("give executor='ray' or a map_fn, not both")
+        map_fn = functools.partial(ray_map, address=ray_address)
+    elif map_fn is None:
+        map_fn = map
     seeds = [int(s) for s in seeds]
     labels = [p.name if isinstance(p, Problem) else str(p).strip() for p in problems]
     for what, items in (("methods", list(methods)), ("problems", labels)):
@@ -449,6 +538,7 @@ def run(
             "level": level,
             "num_resamples": num_resamples,
             "floor": floor,
+            "executor": executor,
             "platform": platform.platform(),
             "versions": {
                 "numpy": np.__version__,
