@@ -182,7 +182,7 @@ def test_source_ids_are_checked():
             ppbo.Train(),
             jax.random.key(0),
         )
-    with pytest.raises(ValueError, match="data.source = None"):
+    with pytest.raises(ValueError, match="data.source is None"):
         ppbo.fit(
             transfer, ppbo.Dataset(X, np.zeros(3)), ppbo.Train(), jax.random.key(0)
         )
