@@ -72,7 +72,7 @@ def _incumbent(posterior) -> np.ndarray:
 
 def _opponent(key, posterior, a, d, options) -> np.ndarray:
     raw = raw_candidates(jax.random.fold_in(key, 7), d, options["num_raw"])
-    values = np.asarray(bind(eubo, posterior, opponent=a).reduced(raw))
+    values = np.array(bind(eubo, posterior, opponent=a).reduced(raw))
     values[np.all(np.isclose(raw, a[None]), axis=1)] = -np.inf
     return raw[int(np.argmax(values))]
 

@@ -593,7 +593,9 @@ class PreferenceOptimizer:
             budget = self._config["anchor_budget"]
             extra: dict[str, Any] = {"time": time, "kept": True, "replaces": None}
             if budget is not None and len(records) >= budget:
-                extra["replaces"] = self._replacement(params, records, pairs, trials)
+                extra["replaces"] = self._replacement(
+                    params, value, records, pairs, trials
+                )
                 extra["kept"] = extra["replaces"] is not None
             row = {
                 "params": params,
@@ -606,12 +608,15 @@ class PreferenceOptimizer:
             self._storage.add_trials(self._campaign.id, [row])
         return self.get_anchors()[-1]
 
-    def _replacement(self, params, records, pairs, trials) -> int | None:
+    def _replacement(self, params, value, records, pairs, trials) -> int | None:
         config = self._config
         iteration = len(pairs)
-        problem = _build_data(self._space, config, pairs, trials, iteration)
-        if problem is None:
-            return None
+        # the model with the candidate's measurement included: the anchors and
+        # the candidate compete as maximisers given everything measured
+        candidate = (params, value)
+        problem = _build_data(
+            self._space, config, pairs, trials, iteration, candidate=candidate
+        )
         key = campaign_key(config["seed"], iteration, "recommend")
         posterior = self._fit(key, problem)
         X = np.stack([self._space.to_unit(a.params) for a in records])
@@ -731,10 +736,15 @@ class _Problem:
     anchor_y: np.ndarray  # (L,) model space
 
 
-def _build_data(space, config, pairs, trials, now) -> _Problem | None:
-    """The told duels and active anchors as a padded Dataset in model space."""
+def _build_data(space, config, pairs, trials, now, candidate=None) -> _Problem | None:
+    """The told duels and active anchors as a padded Dataset in model space.
+
+    ``candidate``: an extra ``(params, value)`` anchor (a budget decision).
+    """
     duels = [p for p in pairs if p.winner in ("a", "b")]
     anchors = [a for a in _anchor_records(trials) if a.active]
+    if candidate is not None:
+        anchors.append(AnchorRecord(-1, candidate[0], candidate[1], now, True, None))
     strategy = config.get("anchor_strategy")
     if strategy is not None:
         from ppbo.preference.anchors import observation_weights
