@@ -299,6 +299,9 @@ def main() -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    from ppbo.cli import enable_compilation_cache
+
+    enable_compilation_cache()  # compiled buckets survive a restarted sweep
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", nargs="+", default=list(PROBLEMS))
     parser.add_argument("--arms", nargs="+", default=list(ARMS))
@@ -318,9 +321,10 @@ def main() -> int:
     records = _load(path)
     done = {_key(r) for r in records}
     if not args.table:
-        for problem in args.problems:
-            for level in args.levels:
-                for seed in range(args.seeds):
+        # seed-major, so that a sweep cut short still covers every problem
+        for seed in range(args.seeds):
+            for problem in args.problems:
+                for level in args.levels:
                     for arm in args.arms:
                         key = (problem, arm, level, seed, args.comparisons)
                         if key in done:

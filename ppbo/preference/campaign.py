@@ -461,7 +461,9 @@ class PreferenceOptimizer:
         config, d = self._config, self._space.dim
         key = campaign_key(config["seed"], iteration, "step")
         if iteration < config["n_initial"]:
-            design = initial_design("sobol", config["n_initial"], 2 * d, config["seed"])
+            # the first points of a power-of-two Sobol' sequence (balanced)
+            size = 2 ** math.ceil(math.log2(config["n_initial"]))
+            design = initial_design("sobol", size, 2 * d, config["seed"])
             return design[iteration, :d], design[iteration, d:], "design", {}
         problem = _build_data(self._space, config, pairs, trials, iteration)
         if problem is None:

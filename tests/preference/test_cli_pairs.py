@@ -38,7 +38,7 @@ def test_pairs_round_trip(run):
         SPACE,
         "--preference",
         "--n-initial",
-        "2",
+        "3",
         "--samples",
         "8",
     )
