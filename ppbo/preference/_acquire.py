@@ -83,12 +83,13 @@ def propose(
     """The next pair ``(a, b)`` in the unit cube, its origin and notes."""
     d = posterior.data.dim
     options = config["optimizer_options"]
-    name = config["acquisition"]
+    name = config["acquisition"]["name"]
     if name == "anpei" and problem.num_anchors == 0:
         name = "eubo"
     if name == "eubo":
         a, b, value = _eubo_pair(key, posterior, d, options)
-        origin = "eubo" if config["acquisition"] == "eubo" else "eubo (no anchors yet)"
+        asked = config["acquisition"]["name"]
+        origin = "eubo" if asked == "eubo" else "eubo (no anchors yet)"
         return a, b, origin, {"value": value}
     if name == "dueling_thompson":
         raw = raw_candidates(key, d, options["num_raw"])

@@ -218,7 +218,7 @@ def _config(
         "kind": "preference",
         "space": space.to_json(),
         "seed": seed,
-        "acquisition": acquisition,
+        "acquisition": {"name": acquisition},  # the shape "ppbo show" lists
         "inference": inference,
         "beta": beta,
         "kernel": kernel,

@@ -108,3 +108,13 @@ def test_pair_options_on_an_ordinary_campaign_are_refused(run):
     run("create", "plain", "--space", SPACE)
     _, err = run("tell", "plain", "--pair", "0", "--winner", "a", expect=2)
     assert "--pair, --winner and --anchor-json are for preference" in _one_line(err)
+
+
+def test_campaign_list_includes_preference_campaigns(run):
+    run("create", "taste", "--space", SPACE, "--preference")
+    run("create", "plain", "--space", SPACE)
+    rows = json.loads(run("show", "--json")[0])
+    assert [(r["name"], r["acquisition"]) for r in rows] == [
+        ("taste", "eubo"),
+        ("plain", "log_ei"),
+    ]
