@@ -17,23 +17,28 @@ import _preference_worker as worker  # noqa: E402
 @pytest.mark.slow
 def test_sigkill_after_tell_then_resume_asks_the_same_pair(tmp_path):
     db = tmp_path / "prefs.db"
-    process = subprocess.Popen(
-        [sys.executable, str(WORKER), str(db), "taste", "6", "--pause-after-tell", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        for line in process.stdout:
-            if line.strip() == "told 2":
-                break
-        else:
-            raise AssertionError(f"worker ended early: {process.stderr.read()}")
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    log = tmp_path / "worker.err"
+    command = [sys.executable, str(WORKER), str(db), "taste", "6"]
+    with (
+        log.open("w") as err,
+        subprocess.Popen(
+            [*command, "--pause-after-tell", "2"],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        ) as process,
+    ):
+        try:
+            for line in process.stdout:
+                if line.strip() == "told 2":
+                    break
+            else:
+                raise AssertionError(f"worker ended early: {log.read_text()}")
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
     assert process.returncode == -signal.SIGKILL
 
     # the uninterrupted twin, in this process
