@@ -788,11 +788,19 @@ def _build_data(space, config, pairs, trials, now, candidate=None) -> _Problem |
         center = values.mean()
         scale = values.std() if len(values) > 1 and values.std() > 0 else 1.0
         values = (values - center) / scale
-    anchor_rows = [len(rows) + i for i in range(len(anchors))]
     anchor_X = np.array([space.to_unit(a.params) for a in anchors]).reshape(
         len(anchors), space.dim
     )
-    X = np.vstack([np.array(rows).reshape(len(rows), space.dim), anchor_X])
+    # an anchor at a duel's point is that row (no duplicate rows: K stays well
+    # conditioned); a second anchor at one point gets a row of its own
+    anchor_rows: list[int] = []
+    for u in anchor_X:
+        i = index.get(np.round(u, 12).tobytes())
+        if i is None or i in anchor_rows:
+            i = len(rows)
+            rows.append(u)
+        anchor_rows.append(i)
+    X = np.array(rows).reshape(len(rows), space.dim)
     n = X.shape[0]
     y = np.zeros(n)
     y[anchor_rows] = values

@@ -222,3 +222,15 @@ def test_version_1_database_is_migrated(tmp_path):
     conn.close()
     assert [t.params for t in storage.get_trials(campaign.id)] == [{"x": 0.1}]
     assert storage.get_pairs(campaign.id) == []
+
+
+def test_an_anchor_at_a_duel_point_shares_its_row():
+    opt = make(n_initial=1)
+    pair = opt.ask()
+    opt.tell(pair, "a")
+    opt.add_anchor(pair.a, 1.0)
+    opt.add_anchor(pair.a, 1.2)  # a repeated measurement: its own row
+    data = opt.fit().data
+    assert data.n == 3
+    assert np.asarray(data.anchor)[:3].tolist() == [True, False, True]
+    assert np.asarray(data.y)[[0, 2]].tolist() == pytest.approx([-1.0, 1.0])
