@@ -672,6 +672,16 @@ def _ask_pair(args: argparse.Namespace) -> int:
 
 
 def _tell_pair(args: argparse.Namespace) -> int:
+    for flag, value in (
+        ("--trial", args.trial),
+        ("--value", args.value),
+        ("--json", args.json),
+    ):
+        if value is not None:
+            raise UsageError(
+                f"{flag} is for ordinary campaigns; {args.name!r} is a preference "
+                "campaign: tell --pair ID --winner a|b|tie|skip or --anchor-json"
+            )
     opt = _load_preference(args)
     if args.anchor_json is not None:
         if args.pair is not None or args.winner is not None:

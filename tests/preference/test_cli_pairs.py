@@ -86,6 +86,7 @@ def test_pairs_round_trip(run):
             ("--anchor-json", '{"params": {"y": 0.1}, "value": 1}'),
             "--anchor-json: ",
         ),
+        (("--trial", "0", "--value", "1.0"), "--trial is for ordinary campaigns"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_field(run, args, message):
