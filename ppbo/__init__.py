@@ -23,6 +23,7 @@ from ppbo.inference import MAP, NUTS, SGHMC, Fixed, Inference, Slice, Train, fit
 from ppbo.inference.diagnostics import Diagnostics, DiagnosticWarning
 from ppbo.linalg import CholeskyError
 from ppbo.optimize import Recommendation, optimize_acquisition, recommend
+from ppbo.preference.campaign import PreferenceOptimizer
 from ppbo.space import Categorical, Integer, Real, Space
 from ppbo.surrogate import (
     Capability,
@@ -69,6 +70,7 @@ __all__ = [
     "minimize",
     "maximize",
     "storage",
+    "PreferenceOptimizer",
 ]
 
 __version__ = "0.1.0"

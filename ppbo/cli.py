@@ -433,6 +433,8 @@ def _show(args: argparse.Namespace) -> int:
         else:
             print(pd.DataFrame(rows).to_string(index=False) if rows else "no campaigns")
         return 0
+    if _is_preference(args):
+        return _show_pairs(args)
     opt = _load(args)
     table = opt.trials
     if args.json:
@@ -472,6 +474,8 @@ def _create(args: argparse.Namespace) -> int:
             )
         else:
             space = ppbo.Space.from_json(description)
+        if args.preference:
+            return _create_preference(args, space)
         ppbo.Optimizer(
             space,
             surrogate=args.model,
@@ -528,6 +532,8 @@ def _trial_json(trial) -> dict:
 
 
 def _ask(args: argparse.Namespace) -> int:
+    if _is_preference(args):
+        return _ask_pair(args)
     opt = _load(args)
     if args.running:  # re-ask: the trials still out, e.g. after a crash
         print(json.dumps([_trial_json(t) for t in opt.get_trials("RUNNING")]))
@@ -544,6 +550,13 @@ def _ask(args: argparse.Namespace) -> int:
 
 
 def _tell(args: argparse.Namespace) -> int:
+    if _is_preference(args):
+        return _tell_pair(args)
+    if args.pair is not None or args.winner is not None or args.anchor_json:
+        raise UsageError(
+            f"--pair, --winner and --anchor-json are for preference campaigns; "
+            f"{args.name!r} is not one (create it with --preference)"
+        )
     opt = _load(args)
     if args.json is not None:
         message = _read_json(args.json, "the tell JSON")
@@ -603,6 +616,143 @@ def _tell(args: argparse.Namespace) -> int:
             raise UsageError(str(error).strip("'\"")) from None
         results.append(_trial_json(trial))
     print(json.dumps(results[0] if len(results) == 1 else results))
+    return 0
+
+
+# -- preference campaigns (ppbo.PreferenceOptimizer) ----------------------------------
+
+
+def _is_preference(args: argparse.Namespace) -> bool:
+    from ppbo.storage import open_storage
+
+    if args.name is None or not Path(args.storage).exists():
+        return False
+    campaign = open_storage(args.storage).get_campaign(args.name)
+    return campaign is not None and campaign.config.get("kind") == "preference"
+
+
+def _create_preference(args: argparse.Namespace, space) -> int:
+    import ppbo
+
+    direction = args.direction if "--direction" in sys.argv else "maximize"
+    inference = args.inference if args.inference in ("laplace", "nuts") else "laplace"
+    options = {
+        "acquisition": args.acquisition or "eubo",
+        "inference": inference,
+        "seed": args.seed,
+        "n_initial": args.n_initial,
+        "anchor_budget": args.anchor_budget,
+        "anchor_noise": args.anchor_noise,
+        "direction": direction,
+    }
+    if args.samples is not None:
+        options["num_samples"] = args.samples
+    ppbo.PreferenceOptimizer(space, storage=args.storage, name=args.name, **options)
+    print(json.dumps({"name": args.name, "storage": args.storage}))
+    return 0
+
+
+def _load_preference(args: argparse.Namespace):
+    import ppbo
+
+    _setup()
+    return ppbo.PreferenceOptimizer.load(args.storage, args.name)
+
+
+def _ask_pair(args: argparse.Namespace) -> int:
+    opt = _load_preference(args)
+    if args.running:
+        running = [p.to_json() for p in opt.get_pairs() if p.winner is None]
+        print(json.dumps(running))
+        return 0
+    if args.n != 1:
+        raise UsageError(f"--n: a preference campaign asks one pair, got {args.n}")
+    print(json.dumps(opt.ask().to_json()))
+    return 0
+
+
+def _tell_pair(args: argparse.Namespace) -> int:
+    for flag, value in (
+        ("--trial", args.trial),
+        ("--value", args.value),
+        ("--json", args.json),
+    ):
+        if value is not None:
+            raise UsageError(
+                f"{flag} is for ordinary campaigns; {args.name!r} is a preference "
+                "campaign: tell --pair ID --winner a|b|tie|skip or --anchor-json"
+            )
+    opt = _load_preference(args)
+    if args.anchor_json is not None:
+        if args.pair is not None or args.winner is not None:
+            raise UsageError("--anchor-json cannot be combined with --pair/--winner")
+        record = _read_json(args.anchor_json, "--anchor-json")
+        if not isinstance(record, dict) or set(record) != {"params", "value"}:
+            raise UsageError(
+                '--anchor-json must be an object {"params": {...}, "value": number}, '
+                f"got {record!r}"
+            )
+        value = record["value"]
+        if isinstance(value, str):
+            try:
+                value = float(value)  # "nan" from shell scripts is refused below
+            except ValueError:
+                raise UsageError(
+                    f"--anchor-json value must be a number, got {value!r}"
+                ) from None
+        try:
+            anchor = opt.add_anchor(record["params"], value)
+        except ValueError as error:
+            raise UsageError(f"--anchor-json: {error}") from None
+        print(
+            json.dumps(
+                {
+                    "anchor": anchor.id,
+                    "params": anchor.params,
+                    "value": anchor.value,
+                    "active": anchor.active,
+                }
+            )
+        )
+        return 0
+    if args.pair is None:
+        raise UsageError("--pair is required (the id printed by 'ppbo ask')")
+    if args.winner is None:
+        raise UsageError("--winner is required: a, b, tie or skip")
+    if args.winner not in ("a", "b", "tie", "skip"):
+        raise UsageError(f"--winner must be a, b, tie or skip, got {args.winner!r}")
+    try:
+        pair = opt.tell(args.pair, args.winner)
+    except KeyError:
+        raise UsageError(
+            f"--pair {args.pair} does not exist in campaign {args.name!r}"
+        ) from None
+    except ValueError as error:
+        raise UsageError(f"--pair {args.pair}: {error}") from None
+    print(json.dumps(pair.to_json()))
+    return 0
+
+
+def _show_pairs(args: argparse.Namespace) -> int:
+    opt = _load_preference(args)
+    pairs = [p.to_json() for p in opt.get_pairs()]
+    anchors = [
+        {"anchor": a.id, "params": a.params, "value": a.value, "active": a.active}
+        for a in opt.get_anchors()
+    ]
+    if args.json:
+        print(json.dumps({"pairs": pairs, "anchors": anchors}, indent=2))
+        return 0
+    print(
+        f"preference campaign {opt.name!r}: {len(pairs)} pairs, {len(anchors)} anchors"
+    )
+    for p in pairs:
+        print(
+            f"pair {p['id']:>4}  {p['winner'] or 'RUNNING':>7}  a={p['a']}  b={p['b']}"
+        )
+    for a in anchors:
+        flag = "" if a["active"] else "  (inactive)"
+        print(f"anchor {a['anchor']:>3}  value={a['value']:.6g}  {a['params']}{flag}")
     return 0
 
 
@@ -694,6 +844,18 @@ def _campaign_commands(commands) -> None:
         '"high": 0.1, "log": true}, ...}',
     )
     create.add_argument("--direction", default="minimize")
+    create.add_argument(
+        "--preference",
+        action="store_true",
+        help="a preference campaign: ask pairs, tell winners (a|b|tie|skip) and "
+        "anchors; --direction refers to the anchors' values (default maximize)",
+    )
+    create.add_argument(
+        "--anchor-budget", type=int, default=None, help="most anchors kept"
+    )
+    create.add_argument(
+        "--anchor-noise", default="homoscedastic", help="or heteroscedastic"
+    )
     _model_options(create)
     _storage_option(create)
 
@@ -720,6 +882,13 @@ def _ask_tell_commands(commands) -> None:
     tell.add_argument("--abandon", action="store_true")
     tell.add_argument(
         "--task", type=int, default=None, help="task of the told trials (multi-task)"
+    )
+    tell.add_argument("--pair", type=int, default=None, help="pair id (preference)")
+    tell.add_argument("--winner", default=None, help="a, b, tie or skip (preference)")
+    tell.add_argument(
+        "--anchor-json",
+        default=None,
+        help='preference: an anchor {"params": {...}, "value": 1.2} (or "-")',
     )
     tell.add_argument(
         "--json",

@@ -321,7 +321,8 @@ class Dataset:
         Example:
             >>> import jax
             >>> jax.config.update("jax_enable_x64", True)
-            >>> data = Dataset([[0.1], [0.2], [0.3]], [1.0, 2.0, 3.0], source=[0, -1, 1])
+            >>> data = Dataset([[0.1], [0.2], [0.3]], [1.0, 2.0, 3.0],
+            ...                source=[0, -1, 1])
             >>> data.target_mask.tolist()[:4]
             [False, True, False, False]
         """

@@ -1,4 +1,5 @@
-"""Library code for preferential BO that is not a model: anchor management."""
+"""Library code for preferential BO that is not a model: anchor management and
+the preference campaign (:class:`PreferenceOptimizer`)."""
 
 from ppbo.preference.anchors import (
     STRATEGIES,
@@ -7,6 +8,7 @@ from ppbo.preference.anchors import (
     observation_weights,
     replace_anchor,
 )
+from ppbo.preference.campaign import AnchorRecord, PreferenceOptimizer
 
 __all__ = [
     "STRATEGIES",
@@ -14,4 +16,6 @@ __all__ = [
     "maximiser_probability",
     "observation_weights",
     "replace_anchor",
+    "PreferenceOptimizer",
+    "AnchorRecord",
 ]

@@ -11,8 +11,10 @@ import os
 from typing import Any
 
 from ppbo.storage.base import (
+    WINNERS,
     Campaign,
     DuplicateCampaignError,
+    Pair,
     Storage,
     StorageError,
     Trial,
@@ -34,6 +36,8 @@ __all__ = [
     "open_storage",
     "encode_arrays",
     "decode_arrays",
+    "Pair",
+    "WINNERS",
 ]
 
 

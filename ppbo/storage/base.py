@@ -29,7 +29,13 @@ __all__ = [
     "DuplicateCampaignError",
     "encode_arrays",
     "decode_arrays",
+    "Pair",
+    "WINNERS",
 ]
+
+#: Outcomes of a pair: ``"a"`` or ``"b"`` preferred, ``"tie"`` (equally good) or
+#: ``"skip"`` (the expert cannot say).
+WINNERS = ("a", "b", "tie", "skip")
 
 
 class TrialState:
@@ -100,6 +106,61 @@ class Trial:
     def id(self) -> int:
         """Alias of :attr:`number` (the id that ``tell`` accepts)."""
         return self.number
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One pairwise comparison of a preference campaign, as stored.
+
+    Attributes:
+        number: the pair's id within its campaign (0, 1, 2, ... in ask order).
+        a: the first point, parameter name -> value in the user's units.
+        b: the second point.
+        winner: None while RUNNING, else one of :data:`WINNERS`.
+        state: ``"RUNNING"`` (asked, not told) or ``"COMPLETE"``.
+        created: Unix time of the ask.
+        finished: Unix time of the tell (None while RUNNING).
+        iteration: the ask's iteration (the number of pairs asked before it).
+        origin: ``"design"``, ``"random"`` or the acquisition's name.
+        extra: JSON notes (e.g. the acquisition value).
+    """
+
+    number: int
+    a: dict
+    b: dict
+    winner: str | None = None
+    created: float | None = None
+    finished: float | None = None
+    iteration: int | None = None
+    origin: str = "model"
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def id(self) -> int:
+        """Alias of :attr:`number` (the id that ``tell`` accepts)."""
+        return self.number
+
+    @property
+    def state(self) -> str:
+        """``"RUNNING"`` before the tell, ``"COMPLETE"`` after."""
+        return TrialState.RUNNING if self.winner is None else TrialState.COMPLETE
+
+    def to_json(self) -> dict:
+        """The pair as a JSON-ready dict (``id``, ``a``, ``b``, ``winner``, ...).
+
+        Example:
+            >>> Pair(0, {"x": 0.1}, {"x": 0.9}).to_json()["id"]
+            0
+        """
+        return {
+            "id": self.number,
+            "a": self.a,
+            "b": self.b,
+            "winner": self.winner,
+            "state": self.state,
+            "iteration": self.iteration,
+            "origin": self.origin,
+        }
 
 
 def _json_default(value: Any) -> Any:
@@ -237,6 +298,28 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def get_posterior(self, campaign_id: int, iteration: int) -> bytes | None:
         """The npz bytes stored for ``iteration``, or None."""
+
+    # -- pairs (preference campaigns) -----------------------------------------------
+    def add_pair(
+        self,
+        campaign_id: int,
+        a: Mapping[str, Any],
+        b: Mapping[str, Any],
+        *,
+        iteration: int,
+        origin: str,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Pair:
+        """Insert a RUNNING pair numbered after the campaign's last pair."""
+        raise StorageError(f"{type(self).__name__} does not store pairs")
+
+    def finish_pair(self, campaign_id: int, number: int, winner: str) -> Pair:
+        """Record a RUNNING pair's winner; raise if unknown or already told."""
+        raise StorageError(f"{type(self).__name__} does not store pairs")
+
+    def get_pairs(self, campaign_id: int) -> list[Pair]:
+        """All pairs of a campaign, by number."""
+        raise StorageError(f"{type(self).__name__} does not store pairs")
 
     # -- concurrency ------------------------------------------------------------
     @contextlib.contextmanager

@@ -9,7 +9,10 @@ next to the database, so concurrent askers see each other's pending trials.
 
 Tables: ``schema_version`` (one row), ``campaigns`` (name, JSON configuration),
 ``trials`` (number, state, parameters as JSON, value, timestamps, task, ...) and
-``posteriors`` (each iteration's samples and sampler state as ``.npz`` bytes).
+``posteriors`` (each iteration's samples and sampler state as ``.npz`` bytes) and
+``pairs`` (the pairwise comparisons of preference campaigns: both points as JSON
+and the winner; added in schema version 2, which older databases are migrated to
+when opened).
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from ppbo.storage.base import (
+    WINNERS,
     Campaign,
     DuplicateCampaignError,
+    Pair,
     Storage,
     StorageError,
     Trial,
@@ -43,7 +48,7 @@ except ImportError:  # pragma: no cover
 __all__ = ["SQLiteStorage", "SCHEMA_VERSION"]
 
 #: Version of the schema written by this release.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (
@@ -78,10 +83,56 @@ CREATE TABLE IF NOT EXISTS posteriors (
     created REAL NOT NULL,
     PRIMARY KEY (campaign_id, iteration)
 );
+CREATE TABLE IF NOT EXISTS pairs (
+    campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+    number INTEGER NOT NULL,
+    a TEXT NOT NULL,
+    b TEXT NOT NULL,
+    winner TEXT CHECK (winner IS NULL OR winner IN ('a', 'b', 'tie', 'skip')),
+    created REAL NOT NULL,
+    finished REAL,
+    iteration INTEGER,
+    origin TEXT NOT NULL,
+    extra TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (campaign_id, number)
+);
 """
 
 # version -> SQL that upgrades a database from that version to the next
-_MIGRATIONS: dict[int, str] = {}
+_MIGRATIONS: dict[int, str] = {
+    # 1 -> 2: the pairs of preference campaigns (a version-1 database has none)
+    1: """CREATE TABLE IF NOT EXISTS pairs (
+    campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+    number INTEGER NOT NULL,
+    a TEXT NOT NULL,
+    b TEXT NOT NULL,
+    winner TEXT CHECK (winner IS NULL OR winner IN ('a', 'b', 'tie', 'skip')),
+    created REAL NOT NULL,
+    finished REAL,
+    iteration INTEGER,
+    origin TEXT NOT NULL,
+    extra TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (campaign_id, number)
+)""",
+}
+
+_PAIR_COLUMNS = "number, a, b, winner, created, finished, iteration, origin, extra"
+
+
+def _pair(row: tuple) -> Pair:
+    number, a, b, winner, created, finished, iteration, origin, extra = row
+    return Pair(
+        int(number),
+        loads(a),
+        loads(b),
+        winner,
+        created,
+        finished,
+        None if iteration is None else int(iteration),
+        origin,
+        loads(extra),
+    )
+
 
 _TRIAL_COLUMNS = (
     "number, params, state, value, created, finished, iteration, task, message, "
@@ -352,6 +403,80 @@ class SQLiteStorage(Storage):
             (campaign_id, int(iteration)),
         )
         return bytes(rows[0][0]) if rows else None
+
+    # -- pairs --------------------------------------------------------------------
+    def add_pair(
+        self,
+        campaign_id: int,
+        a: Mapping[str, Any],
+        b: Mapping[str, Any],
+        *,
+        iteration: int,
+        origin: str,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Pair:
+        with self._transaction() as cur:
+            (last,) = cur.execute(
+                "SELECT COALESCE(MAX(number), -1) FROM pairs WHERE campaign_id = ?",
+                (campaign_id,),
+            ).fetchone()
+            number = int(last) + 1
+            cur.execute(
+                f"INSERT INTO pairs (campaign_id, {_PAIR_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    campaign_id,
+                    number,
+                    dumps(dict(a)),
+                    dumps(dict(b)),
+                    None,
+                    time.time(),
+                    None,
+                    int(iteration),
+                    origin,
+                    dumps(dict(extra or {})),
+                ),
+            )
+            row = cur.execute(
+                f"SELECT {_PAIR_COLUMNS} FROM pairs WHERE campaign_id = ? "
+                "AND number = ?",
+                (campaign_id, number),
+            ).fetchone()
+        return _pair(row)
+
+    def finish_pair(self, campaign_id: int, number: int, winner: str) -> Pair:
+        if winner not in WINNERS:
+            raise ValueError(f"winner must be one of {list(WINNERS)}, got {winner!r}")
+        with self._transaction() as cur:
+            row = cur.execute(
+                "SELECT winner FROM pairs WHERE campaign_id = ? AND number = ?",
+                (campaign_id, int(number)),
+            ).fetchone()
+            if row is None:
+                raise KeyError(f"pair {number!r} does not exist in this campaign")
+            if row[0] is not None:
+                raise ValueError(
+                    f"pair {number} was already told (winner={row[0]!r}); a pair "
+                    "is told once"
+                )
+            cur.execute(
+                "UPDATE pairs SET winner = ?, finished = ? "
+                "WHERE campaign_id = ? AND number = ?",
+                (winner, time.time(), campaign_id, int(number)),
+            )
+            row = cur.execute(
+                f"SELECT {_PAIR_COLUMNS} FROM pairs WHERE campaign_id = ? "
+                "AND number = ?",
+                (campaign_id, int(number)),
+            ).fetchone()
+        return _pair(row)
+
+    def get_pairs(self, campaign_id: int) -> list[Pair]:
+        rows = self._query(
+            f"SELECT {_PAIR_COLUMNS} FROM pairs WHERE campaign_id = ? ORDER BY number",
+            (campaign_id,),
+        )
+        return [_pair(row) for row in rows]
 
     # -- concurrency --------------------------------------------------------------
     @contextlib.contextmanager

@@ -1,0 +1,121 @@
+"""``ppbo create --preference``, ``ask`` (pairs as JSON), ``tell --pair/--winner``,
+``tell --anchor-json`` and ``show``, in process through ``ppbo.cli.main``."""
+
+import json
+
+import pytest
+
+from ppbo import cli
+
+SPACE = json.dumps({"x": {"type": "real", "low": -2.0, "high": 2.0}})
+
+
+@pytest.fixture
+def run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "enable_compilation_cache", lambda *a, **k: None)
+    db = str(tmp_path / "prefs.db")
+
+    def call(*args, expect=0):
+        code = cli.main([*args, "--storage", db])
+        out, err = capsys.readouterr()
+        assert code == expect, err
+        return out, err
+
+    return call
+
+
+def _one_line(err):
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_pairs_round_trip(run):
+    out, _ = run(
+        "create",
+        "taste",
+        "--space",
+        SPACE,
+        "--preference",
+        "--n-initial",
+        "3",
+        "--samples",
+        "8",
+    )
+    assert json.loads(out) == {"name": "taste", "storage": json.loads(out)["storage"]}
+    for expected in range(3):
+        pair = json.loads(run("ask", "taste")[0])
+        assert pair["id"] == expected and pair["state"] == "RUNNING"
+        assert set(pair["a"]) == set(pair["b"]) == {"x"}
+        winner = "a" if abs(pair["a"]["x"] - 0.5) < abs(pair["b"]["x"] - 0.5) else "b"
+        told = json.loads(
+            run("tell", "taste", "--pair", str(pair["id"]), "--winner", winner)[0]
+        )
+        assert (told["id"], told["winner"], told["state"]) == (
+            expected,
+            winner,
+            "COMPLETE",
+        )
+    assert pair["origin"] == "design"  # model-based asks: test_campaign.py
+    anchor = json.loads(
+        run("tell", "taste", "--anchor-json", '{"params": {"x": 0.5}, "value": 1.0}')[0]
+    )
+    assert anchor["params"] == {"x": 0.5} and anchor["active"]
+    shown = json.loads(run("show", "taste", "--json")[0])
+    assert [p["id"] for p in shown["pairs"]] == [0, 1, 2]
+    assert shown["anchors"][0]["value"] == 1.0
+    text = run("show", "taste")[0]
+    assert "3 pairs, 1 anchors" in text and "pair    2" in text
+    running = run("ask", "taste")[0]
+    assert json.loads(run("ask", "taste", "--running")[0]) == [json.loads(running)]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--pair", "0", "--winner", "c"), "--winner must be a, b, tie or skip"),
+        (("--pair", "7", "--winner", "a"), "--pair 7 does not exist"),
+        (("--winner", "a"), "--pair is required"),
+        (("--pair", "0"), "--winner is required"),
+        (
+            ("--anchor-json", '{"params": {"x": 0.1}, "value": "nan"}'),
+            "--anchor-json: anchor value must be finite",
+        ),
+        (("--anchor-json", '{"params": {"x": 0.1}}'), "--anchor-json must be an"),
+        (
+            ("--anchor-json", '{"params": {"y": 0.1}, "value": 1}'),
+            "--anchor-json: ",
+        ),
+        (("--trial", "0", "--value", "1.0"), "--trial is for ordinary campaigns"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_naming_the_field(run, args, message):
+    run("create", "taste", "--space", SPACE, "--preference")
+    pair = json.loads(run("ask", "taste")[0])
+    assert pair["id"] == 0
+    _, err = run("tell", "taste", *args, expect=2)
+    assert message in _one_line(err)
+
+
+def test_telling_a_pair_twice_is_an_error(run):
+    run("create", "taste", "--space", SPACE, "--preference")
+    run("ask", "taste")
+    run("tell", "taste", "--pair", "0", "--winner", "tie")
+    _, err = run("tell", "taste", "--pair", "0", "--winner", "skip", expect=2)
+    assert "already told" in _one_line(err)
+
+
+def test_pair_options_on_an_ordinary_campaign_are_refused(run):
+    run("create", "plain", "--space", SPACE)
+    _, err = run("tell", "plain", "--pair", "0", "--winner", "a", expect=2)
+    assert "--pair, --winner and --anchor-json are for preference" in _one_line(err)
+
+
+def test_campaign_list_includes_preference_campaigns(run):
+    run("create", "taste", "--space", SPACE, "--preference")
+    run("create", "plain", "--space", SPACE)
+    rows = json.loads(run("show", "--json")[0])
+    assert [(r["name"], r["acquisition"]) for r in rows] == [
+        ("taste", "eubo"),
+        ("plain", "log_ei"),
+    ]
