@@ -31,6 +31,7 @@ from ppbo.surrogate import (
     Posterior,
     Surrogate,
 )
+from ppbo.transfer import Source
 
 __all__ = [
     "Dataset",
@@ -69,6 +70,7 @@ __all__ = [
     "minimize",
     "maximize",
     "storage",
+    "Source",
 ]
 
 __version__ = "0.1.0"

@@ -186,7 +186,21 @@ def _build_surrogate(name: str, options: tuple) -> Surrogate:
     # one object per configuration and process: compiled fits and acquisitions are
     # cached per surrogate object, so campaigns in one process share them
     builder, _ = SURROGATES[name]
-    return builder(**dict(options))
+    return builder(**{k: _thawed(v) for k, v in options})
+
+
+def _frozen(value: Any) -> Any:
+    # list options (e.g. transfer meta-features) as tuples, for the cache key
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _thawed(value: Any) -> Any:
+    # builders get plain lists back, as the spec (JSON) has them
+    if isinstance(value, tuple):
+        return [_thawed(v) for v in value]
+    return value
 
 
 def resolve_surrogate(surrogate: Any) -> tuple[Surrogate, dict]:
@@ -233,7 +247,9 @@ def resolve_surrogate(surrogate: Any) -> tuple[Surrogate, dict]:
         )
     options = defaults | spec
     try:
-        built = _build_surrogate(name, tuple(sorted(options.items())))
+        built = _build_surrogate(
+            name, tuple(sorted((k, _frozen(v)) for k, v in options.items()))
+        )
     except (TypeError, KeyError) as error:
         raise ValueError(f"surrogate {surrogate!r}: {error}") from None
     return built, {"name": name} | options
