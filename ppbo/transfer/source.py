@@ -333,7 +333,7 @@ def source_arrays(
         >>> space = Space({"x": ppbo.Real(0.0, 2.0)})
         >>> X, y, ids = source_arrays(
         ...     [Source("a", [{"x": 0.0}, {"x": 2.0}], [1.0, 3.0])], space, False)
-        >>> X.ravel().tolist(), y.tolist(), ids.tolist()
+        >>> X.ravel().tolist(), y.round(12).tolist(), ids.tolist()
         ([0.0, 1.0], [1.0, -1.0], [0, 0])
     """
     from ppbo.campaign.transforms import standardize_outputs
