@@ -163,3 +163,43 @@ def test_the_incumbent_ignores_a_source_row_with_a_larger_mean():
     mean = np.asarray(mean)[0]
     assert mean[0] > mean[1:].max()  # the source row's mean is the largest
     assert float(best_observed_mean(sample)) == pytest.approx(mean[1:].max())
+
+
+def test_registry_entries_get_num_sources_and_meta_features(monkeypatch):
+    from ppbo.campaign import registry
+
+    built = []
+
+    def builder(num_sources=0, meta_features=None, kernel="matern52"):
+        built.append((num_sources, meta_features))
+        return gp.surrogate(kernel=kernel)
+
+    entry = (builder, {"num_sources": 0, "meta_features": [], "kernel": "matern52"})
+    monkeypatch.setitem(registry.SURROGATES, "fake_transfer", entry)
+    given = [
+        ppbo.Source(s.name, s.X, s.y, meta_features=[float(k), 1.0])
+        for k, s in enumerate(sources(count=3))
+    ]
+    options = {"surrogate": "fake_transfer", "n_initial": 2, "sources": given}
+    opt = ppbo.Optimizer(SPACE, meta_features=[9.0, 1.0], **options)
+    spec = opt.config["surrogate"]
+    assert spec["num_sources"] == 3
+    assert spec["meta_features"] == [[0.0, 1.0], [1.0, 1.0], [2.0, 1.0], [9.0, 1.0]]
+    assert built[-1] == (3, spec["meta_features"])  # plain lists for the builder
+    for _ in range(2):
+        trial = opt.ask()
+        opt.tell(trial, objective(trial))
+    data = opt._setup.model(opt.get_trials()).data
+    assert data.unpadded_fields()["source"].tolist() == [0] * 8 + [1] * 8 + [2] * 8 + [
+        -1,
+        -1,
+    ]
+    # the bandit's single-source variant: one source and its meta-features row
+    bandit = ppbo.Optimizer(
+        SPACE, meta_features=[9.0, 1.0], source_selection="bandit", **options
+    )
+    assert bandit.config["surrogate"]["num_sources"] == 1
+    assert bandit.config["surrogate"]["meta_features"] == [[0.0, 1.0], [9.0, 1.0]]
+    # without meta-features every task gets the row [0.0]
+    plain = ppbo.Optimizer(SPACE, surrogate="fake_transfer", sources=sources(count=2))
+    assert plain.config["surrogate"]["meta_features"] == [[0.0]] * 3
