@@ -348,7 +348,11 @@ class Transfer:
         task = source + 1 if self.mode == "icm" else None
         from ppbo.campaign.transforms import MIN_CAPACITY
 
-        capacity = bucket_capacity(len(y), minimum=MIN_CAPACITY)
+        # the bucket of the largest sources that many arms can bring, so that a
+        # bandit switching between sources of different sizes compiles once
+        sizes = sorted(source.n for source in self.sources)
+        largest = sum(sizes[len(sizes) - len(arms) :])
+        capacity = bucket_capacity(largest + len(y_t), minimum=MIN_CAPACITY)
         return Dataset(X, y, task=task, source=source, capacity=capacity)
 
     # -- the bandit -------------------------------------------------------------
@@ -367,10 +371,12 @@ class Transfer:
 
             X_s, y_s, ids = self.arrays()
             rows = ids == k
+            # one bucket for every source: one compiled fit
+            largest = max(source.n for source in self.sources)
             data = Dataset(
                 X_s[rows],
                 y_s[rows],
-                capacity=bucket_capacity(int(rows.sum()), minimum=MIN_CAPACITY),
+                capacity=bucket_capacity(largest, minimum=MIN_CAPACITY),
             )
             fold = jax.random.fold_in(campaign_key(self.seed, 0, "source_fit"), k)
             self._memo[key] = fit(gp.surrogate(), data, MAP(), fold)
