@@ -32,6 +32,7 @@ from ppbo.surrogate import (
     Posterior,
     Surrogate,
 )
+from ppbo.transfer import Source
 
 __all__ = [
     "Dataset",
@@ -71,6 +72,7 @@ __all__ = [
     "maximize",
     "storage",
     "PreferenceOptimizer",
+    "Source",
 ]
 
 __version__ = "0.1.0"

@@ -426,6 +426,7 @@ def _show(args: argparse.Namespace) -> int:
                     "running": sum(t.state == "RUNNING" for t in trials),
                     "direction": c.config.get("direction"),
                     "acquisition": c.config.get("acquisition", {}).get("name"),
+                    "sources": len(c.config.get("sources") or []),
                 }
             )
         if args.json:
@@ -447,6 +448,10 @@ def _show(args: argparse.Namespace) -> int:
     best = opt.best_trial
     if best is not None:
         print(f"best: trial {best.number}, value {best.value:.6g}, {best.params}")
+    sources = opt.config.get("sources") or []
+    if sources:
+        counts = ", ".join(f"{s['name']} ({len(s['values'])} points)" for s in sources)
+        print(f"sources: {counts}")
     return 0
 
 
@@ -476,17 +481,16 @@ def _create(args: argparse.Namespace) -> int:
             space = ppbo.Space.from_json(description)
         if args.preference:
             return _create_preference(args, space)
-        ppbo.Optimizer(
-            space,
-            surrogate=args.model,
-            inference=_inference(args.inference, args.samples),
-            acquisition=args.acquisition,
-            direction=args.direction,
-            n_initial=args.n_initial,
-            seed=args.seed,
-            storage=args.storage,
-            name=args.name,
-        )
+        sources = [
+            source
+            for path in args.source or []
+            for source in ppbo.transfer.read_source(path, space)
+        ]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ppbo.CampaignWarning)
+            _create_campaign(args, space, sources)
+        for warning in caught:
+            print(f"warning: {warning.message}", file=sys.stderr)
     except DuplicateCampaignError:
         raise UsageError(
             f"NAME {args.name!r} already exists in {args.storage}; drive it with: "
@@ -496,6 +500,24 @@ def _create(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     print(json.dumps({"name": args.name, "storage": args.storage}))
     return 0
+
+
+def _create_campaign(args: argparse.Namespace, space, sources) -> None:
+    import ppbo
+
+    ppbo.Optimizer(
+        space,
+        surrogate=args.model,
+        inference=_inference(args.inference, args.samples),
+        acquisition=args.acquisition,
+        direction=args.direction,
+        n_initial=args.n_initial,
+        seed=args.seed,
+        storage=args.storage,
+        name=args.name,
+        sources=sources or None,
+        source_selection=args.source_selection,
+    )
 
 
 def _dimension(name: str, spec: Any):
@@ -855,6 +877,20 @@ def _campaign_commands(commands) -> None:
     )
     create.add_argument(
         "--anchor-noise", default="homoscedastic", help="or heteroscedastic"
+    )
+    create.add_argument(
+        "--source",
+        action="append",
+        metavar="FILE",
+        help="a source task's evaluations (repeatable): a CSV file with the "
+        'parameter names and "value" as columns, or a JSON file {"name": ..., '
+        '"params": [{...}, ...], "values": [...]} (or a list of them)',
+    )
+    create.add_argument(
+        "--source-selection",
+        default=None,
+        choices=["bandit"],
+        help="choose one source per ask with a bandit (Ramachandran et al. 2018)",
     )
     _model_options(create)
     _storage_option(create)

@@ -24,6 +24,7 @@ from ppbo.acquisition.base import Acquisition
 from ppbo.campaign.designs import initial_design
 from ppbo.campaign.keys import campaign_key
 from ppbo.campaign.step import step
+from ppbo.campaign.transfer import Model, Transfer
 from ppbo.campaign.transforms import task_view
 from ppbo.campaign.trials import complete_data, pending_points
 from ppbo.space import Real, Space
@@ -42,6 +43,8 @@ class Setup:
         surrogate, inference, acquisition: the resolved components.
         config: the stored configuration (JSON), see
             :class:`~ppbo.campaign.optimizer.Optimizer`.
+        transfer: the campaign's source tasks
+            (:class:`~ppbo.campaign.transfer.Transfer`), None without sources.
     """
 
     space: Space
@@ -49,6 +52,7 @@ class Setup:
     inference: Any
     acquisition: Acquisition
     config: Mapping[str, Any]
+    transfer: Transfer | None = None
 
     @property
     def direction(self) -> str:
@@ -58,7 +62,10 @@ class Setup:
     @property
     def num_tasks(self) -> int | None:
         """The number of tasks of a multi-task surrogate, None for one task."""
-        # declared by multi-task surrogates (models/multitask_gp.py's extras)
+        # declared by multi-task surrogates (models/multitask_gp.py's extras);
+        # with sources, the tasks of the ICM model are the campaign's own business
+        if self.transfer is not None:
+            return None
         num = self.surrogate.extras.get("num_tasks")
         return None if num is None else int(num)
 
@@ -74,9 +81,21 @@ class Setup:
 
     def data(self, trials: list[Trial]):
         """The COMPLETE trials in model space and the standardisation."""
-        return complete_data(
+        model = self.model(trials)
+        return model.data, model.standardization
+
+    def model(self, trials: list[Trial]) -> Model:
+        """The surrogate and data the next ask fits (sources included).
+
+        Without sources: the configured surrogate and the COMPLETE trials; with
+        sources, :meth:`ppbo.campaign.transfer.Transfer.model`.
+        """
+        data, standardization = complete_data(
             trials, self.space, self.direction, self.num_tasks is not None
         )
+        if self.transfer is None:
+            return Model(self.surrogate, data, standardization, {})
+        return self.transfer.model(data, standardization, trials)
 
 
 def propose(
@@ -127,7 +146,8 @@ def propose(
     remaining = count - len(rows)
     if not remaining:
         return rows, None
-    data, _ = setup.data(trials)
+    model = setup.model(trials)
+    data = model.data
     if data is None:
         key = campaign_key(int(config["seed"]), iteration, "random")
         U = np.asarray(jax.random.uniform(key, (remaining, space.dim)))
@@ -136,7 +156,9 @@ def propose(
     pending, tasks = pending_points(trials, space)
     key = campaign_key(int(config["seed"]), iteration, "step")
     pending = (pending + units, tasks + [task] * len(units))
+    setup = dataclasses.replace(setup, surrogate=model.surrogate)
     X, posterior, extra = _suggest(setup, key, data, remaining, pending, task, previous)
+    extra = extra | model.extra
     rows += [_row(space, space.snap(x), iteration, "model", extra, task) for x in X]
     return rows, posterior
 

@@ -148,6 +148,13 @@ def check_compatible(stored: Mapping[str, Any], given: Mapping[str, Any]) -> Non
                 f"campaign exists with a different {field}: stored {stored[field]!r}, "
                 f"given {given[field]!r}"
             )
+    # campaigns stored before sources existed have none
+    if (stored.get("sources") or []) != (given.get("sources") or []):
+        names = [s["name"] for s in stored.get("sources") or []]
+        raise ValueError(
+            f"campaign exists with different sources: stored {names}, given "
+            f"{[s['name'] for s in given.get('sources') or []]} (or other data)"
+        )
 
 
 def campaign_config(

@@ -17,8 +17,9 @@ import jax
 __all__ = ["STREAMS", "stream_id", "campaign_key"]
 
 #: The streams a campaign uses: the BO step (fit and acquisition optimiser), the
-#: uniform points asked before any value is known, and the recommendation.
-STREAMS = ("step", "random", "recommend")
+#: uniform points asked before any value is known, the recommendation, and the
+#: fits of the single-source GPs of bandit source selection.
+STREAMS = ("step", "random", "recommend", "source_fit")
 
 
 def stream_id(name: str) -> int:

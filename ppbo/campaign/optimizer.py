@@ -32,6 +32,7 @@ from ppbo.campaign.codec import (
 )
 from ppbo.campaign.keys import campaign_key
 from ppbo.campaign.recommendation import Recommended, recommend_params
+from ppbo.campaign.transfer import Transfer, fill_spec, transfer_config, transfer_mode
 from ppbo.campaign.trials import CampaignWarning, best_trial, finish, trials_frame
 from ppbo.campaign.validation import (
     check_acquisition,
@@ -45,6 +46,7 @@ from ppbo.inference import fit
 from ppbo.space import Space
 from ppbo.storage.base import Trial, TrialState
 from ppbo.surrogate import Posterior
+from ppbo.transfer.source import sources_to_json, validate_sources
 
 __all__ = ["Optimizer", "Recommended", "CampaignWarning"]
 
@@ -107,6 +109,20 @@ class Optimizer:
             handful; all samples for EI and the other cheap acquisitions). A
             posterior with fewer samples (MAP, ``Fixed``) is repeated, so that
             PES still averages over that many sampled maximisers x*.
+        sources: source tasks (a list of :class:`ppbo.Source`) in this space,
+            for a transfer surrogate (e.g. ``"multitask_gp"``, the ICM model
+            with the target as task 0 and source ``k`` as task ``k + 1``); stored
+            with the campaign as JSON. A surrogate that does not use sources
+            (``"gp"``, ...) ignores them, with a :class:`CampaignWarning`. See
+            :mod:`ppbo.campaign.transfer` for the data the surrogate sees.
+        meta_features: the target's meta-features (f,), when the sources have
+            ``meta_features`` (for surrogates that compare tasks by them).
+        source_selection: None (every source in every fit) or ``"bandit"``:
+            each ask fits the single-source surrogate to the target and the one
+            source chosen by the bandit of Ramachandran et al. (2018)
+            (:mod:`ppbo.transfer.bandit`).
+        source_selection_options: ``{"gamma": γ}`` in (0, 1] for the bandit
+            (default 0.5).
 
     Raises:
         ValueError: for an invalid argument, naming it and its value.
@@ -144,13 +160,25 @@ class Optimizer:
         load_if_exists: bool = False,
         metadata: Mapping[str, Any] | None = None,
         acquisition_samples: int | None = None,
+        sources: Any = None,
+        meta_features: Any = None,
+        source_selection: str | None = None,
+        source_selection_options: Mapping[str, Any] | None = None,
     ) -> None:
         jax.config.update("jax_enable_x64", True)
         space = space if isinstance(space, Space) else Space(space)
         check_arguments(direction, initial_design, n_initial, seed, name)
         if n_initial is None:
             n_initial = max(3, 2 * len(space))
+        sources = validate_sources(sources, space)
+        transfer = transfer_config(
+            sources, space, meta_features, source_selection, source_selection_options
+        )
         parts, specs = registry.resolve_components(surrogate, inference, acquisition)
+        if sources:
+            parts, specs = _transfer_components(
+                parts, specs, sources, transfer, inference, acquisition
+            )
         check_acquisition(parts["surrogate"], parts["acquisition"], acquisition_samples)
         from ppbo.storage import open_storage
 
@@ -168,6 +196,9 @@ class Optimizer:
             optimizer_options=optimizer_options,
             metadata=metadata,
         )
+        if sources:
+            config["sources"] = sources_to_json(sources, space)
+            config["transfer"] = transfer
         existing = self._storage.get_campaign(name)
         if existing is not None and load_if_exists:
             campaign = existing
@@ -179,7 +210,9 @@ class Optimizer:
     def _init(self, campaign, space, surrogate, inference, acquisition) -> None:
         # the one constructor path of a new and a loaded campaign
         self._campaign = campaign
-        self._setup = Setup(space, surrogate, inference, acquisition, campaign.config)
+        config = campaign.config
+        transfer = Transfer.from_config(config, space, surrogate)
+        self._setup = Setup(space, surrogate, inference, acquisition, config, transfer)
         self._posterior_cache: tuple[int, Posterior] | None = None
         self._fit_cache: Posterior | None = None
 
@@ -295,6 +328,12 @@ class Optimizer:
         iteration, blob = latest
         if self._posterior_cache is None or self._posterior_cache[0] != iteration:
             surrogate = self._setup.surrogate
+            transfer = self._setup.transfer
+            if transfer is not None and transfer.selection == "bandit":
+                # the single-source surrogate of the arm that ask chose
+                asked = self._storage.get_trial(self._campaign.id, iteration)
+                arm = (asked.extra or {}).get("source_arm", 0) if asked else 0
+                surrogate = transfer.surrogate_for([int(arm)])
             self._posterior_cache = (iteration, decode_posterior(blob, surrogate))
         return self._posterior_cache[1]
 
@@ -432,7 +471,8 @@ class Optimizer:
         model-based ask's, or this method's previous result) is returned as is.
         """
         trials = self.get_trials()
-        data, standardization = self._setup.data(trials)
+        model = self._setup.model(trials)
+        data, standardization = model.data, model.standardization
         if data is None:
             raise ValueError(
                 f"campaign {self.name!r} has no COMPLETE trial with a finite value yet"
@@ -444,7 +484,7 @@ class Optimizer:
         key, _ = jax.random.split(self._recommend_key(trials))
         setup = self._setup
         self._fit_cache = fit(
-            setup.surrogate, data, setup.inference, key, init=self.posterior
+            model.surrogate, data, setup.inference, key, init=self.posterior
         )
         return self._fit_cache, standardization
 
@@ -512,3 +552,41 @@ class Optimizer:
             f"Optimizer(name={self.name!r}, direction={self.direction!r}, "
             f"trials={len(self.get_trials())})"
         )
+
+
+def _transfer_components(parts, specs, sources, transfer, inference, acquisition):
+    """The components of a campaign with sources: the surrogate gets the sources'
+    options (``num_tasks``, ``num_sources``, ``meta_features``), or a warning that
+    it ignores them."""
+    mode = transfer_mode(specs["surrogate"], parts["surrogate"])
+    name = specs["surrogate"].get("name")
+    if mode == "ignore":
+        if transfer["source_selection"] is not None:
+            raise ValueError(
+                f"source_selection={transfer['source_selection']!r} needs a surrogate "
+                f"that uses sources (e.g. 'multitask_gp'), got surrogate {name!r}"
+            )
+        warnings.warn(
+            f"surrogate {name!r} does not use source tasks: the {len(sources)} "
+            "sources are stored with the campaign but the model sees the target's "
+            "trials only",
+            CampaignWarning,
+            stacklevel=3,
+        )
+        return parts, specs
+    if name == "custom":
+        if transfer["source_selection"] is not None:
+            raise ValueError(
+                "source_selection needs a registry surrogate (a name), so that the "
+                "campaign can build its single-source variant"
+            )
+        return parts, specs
+    K = len(sources)
+    arms = [0] if transfer["source_selection"] == "bandit" else list(range(K))
+    target = transfer["meta_features"]
+    if target is None:
+        rows = [[0.0] for _ in range(len(arms) + 1)]
+    else:
+        rows = [sources[k].meta_features.tolist() for k in arms] + [list(target)]
+    spec = fill_spec(specs["surrogate"], mode, rows)
+    return registry.resolve_components(spec, inference, acquisition)

@@ -291,20 +291,26 @@ def make_inference(name: str, samples: int | None = None, **options: Any) -> Any
     return entry.cls(**(entry.counts(samples) | options))
 
 
-def _hashable(value: Any) -> Any:
-    # JSON lists (meta-features, from a spec or read back from storage) as tuples,
-    # so that the configuration can key the cache of built surrogates
-    if isinstance(value, list | tuple):
-        return tuple(_hashable(v) for v in value)
-    return value
-
-
 @functools.cache
 def _build_surrogate(name: str, options: tuple) -> Surrogate:
     # one object per configuration and process: compiled fits and acquisitions are
     # cached per surrogate object, so campaigns in one process share them
     builder, _ = SURROGATES[name]
-    return builder(**dict(options))
+    return builder(**{k: _thawed(v) for k, v in options})
+
+
+def _frozen(value: Any) -> Any:
+    # list options (e.g. transfer meta-features) as tuples, for the cache key
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _thawed(value: Any) -> Any:
+    # builders get plain lists back, as the spec (JSON) has them
+    if isinstance(value, tuple):
+        return [_thawed(v) for v in value]
+    return value
 
 
 def resolve_surrogate(surrogate: Any) -> tuple[Surrogate, dict]:
@@ -352,7 +358,7 @@ def resolve_surrogate(surrogate: Any) -> tuple[Surrogate, dict]:
     options = defaults | spec
     try:
         built = _build_surrogate(
-            name, tuple((k, _hashable(v)) for k, v in sorted(options.items()))
+            name, tuple(sorted((k, _frozen(v)) for k, v in options.items()))
         )
     except (TypeError, KeyError) as error:
         raise ValueError(f"surrogate {surrogate!r}: {error}") from None

@@ -1,0 +1,74 @@
+"""``ppbo create --source FILE`` (CSV and JSON) and ``ppbo show`` with sources.
+
+In-process calls of :func:`ppbo.cli.main`; references: the files' own contents.
+"""
+
+import json
+
+import pytest
+
+from ppbo.cli import main
+
+SPACE = json.dumps({"x": {"type": "real", "low": 0.0, "high": 1.0}})
+
+
+@pytest.fixture(autouse=True)
+def _no_persistent_cache(monkeypatch):
+    # in-process calls must not point this test process's JAX cache elsewhere
+    monkeypatch.setattr("ppbo.cli.enable_compilation_cache", lambda *args: None)
+
+
+def test_create_with_csv_and_json_sources_and_show(tmp_path, capsys):
+    (tmp_path / "lab.csv").write_text("x,value\n0.1,1.0\n0.5,0.2\n0.9,0.7\n")
+    (tmp_path / "old.json").write_text(
+        json.dumps(
+            {"name": "old", "params": [{"x": 0.3}, {"x": 0.6}], "values": [2, 1]}
+        )
+    )
+    db = str(tmp_path / "c.db")
+    args = [
+        "create",
+        "tl",
+        "--space",
+        SPACE,
+        "--storage",
+        db,
+        "--model",
+        "multitask_gp",
+    ]
+    sources = [
+        "--source",
+        str(tmp_path / "lab.csv"),
+        "--source",
+        str(tmp_path / "old.json"),
+    ]
+    assert main(args + sources) == 0
+    assert json.loads(capsys.readouterr().out) == {"name": "tl", "storage": db}
+    assert main(["show", "--storage", db, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["sources"] == 2
+    assert main(["show", "tl", "--storage", db]) == 0
+    assert "sources: lab (3 points), old (2 points)" in capsys.readouterr().out
+    # the plain GP keeps the sources but warns that it does not use them
+    assert main(["create", "plain", "--space", SPACE, "--storage", db] + sources) == 0
+    assert "does not use source tasks" in capsys.readouterr().err
+
+
+def test_a_bad_source_file_is_one_clear_error(tmp_path, capsys):
+    (tmp_path / "bad.csv").write_text("x,value\n1.5,1.0\n")
+    db = str(tmp_path / "c.db")
+    code = main(
+        [
+            "create",
+            "tl",
+            "--space",
+            SPACE,
+            "--storage",
+            db,
+            "--source",
+            str(tmp_path / "bad.csv"),
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "source 'bad': X[0]: parameter 'x' = 1.5 is outside its bounds" in err
