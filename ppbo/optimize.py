@@ -2,10 +2,12 @@
 
 :func:`optimize_acquisition` follows the two-stage scheme of BoTorch's
 ``optimize_acqf``: evaluate the marginalised acquisition on a scrambled Sobol or
-Latin-hypercube set of raw candidates (``scipy.stats.qmc``), then refine the best
-``num_restarts`` of them jointly with L-BFGS-B (Byrd, Lu, Nocedal and Zhu 1995) on
-JAX gradients inside the bounds. Candidate and restart counts are fixed per campaign
-so nothing recompiles between iterations.
+Latin-hypercube set of raw candidates (``scipy.stats.qmc``), then refine
+``num_restarts`` of them (:func:`select_starts`), each by its own L-BFGS-B run (Byrd,
+Lu, Nocedal and Zhu 1995) on JAX gradients inside the bounds; one run on the summed
+values shares a line search across restarts and lost the best basin on rugged
+log-EI surfaces. Candidate and restart counts are fixed per campaign so nothing
+recompiles between iterations.
 
 Batches of ``q`` points are built greedily with the Kriging-believer heuristic
 (Ginsbourger, Le Riche and Carraro 2010, "Kriging is well-suited to parallelize
