@@ -90,6 +90,30 @@ def test_finds_the_global_maximiser_of_a_multimodal_6d_surface_by_default():
         np.testing.assert_allclose(value[0], 3.32237, atol=1e-5)
 
 
+def test_each_restart_is_refined_on_its_own_and_log_ei_reaches_its_grid_maximum():
+    # A rugged log-EI surface (short lengthscale, 20 points): refining the restarts
+    # as one L-BFGS-B problem on their sum, as before, let the steep restarts set
+    # the shared step length and threw the start next to the best maximum into a
+    # corner of the cube; for keys 0, 3 and 4 the result was 0.17-0.27 below the
+    # grid maximum (benchmarks/README.md, "Acquisition optimiser").
+    rng = np.random.default_rng(1)
+    X = rng.random((20, 2))
+    y = np.sin(13 * X[:, 0]) * np.cos(11 * X[:, 1]) + 0.5 * X[:, 0]
+    data = ppbo.Dataset(X, (y - y.mean()) / y.std(), capacity=32)
+    params = {"lengthscale": [0.1, 0.1], "outputscale": 1.0, "noise": 1e-3, "mean": 0.0}
+    posterior = ppbo.fit(SURROGATE, data, ppbo.Fixed(params), jax.random.key(0))
+    g = np.linspace(0, 1, 401)
+    grid = np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)
+    dense = np.asarray(bind(ppbo.acquisition.log_ei, posterior).reduced(grid)).max()
+    for seed in range(6):
+        _, value = optimize_acquisition(
+            ppbo.acquisition.log_ei, posterior, jax.random.key(seed)
+        )
+        # the grid maximum is a lower bound of the true one; its spacing (0.0025,
+        # a fortieth of the lengthscale) costs far less than 1e-3 in log-EI
+        assert value[0] >= dense - 1e-3, (seed, value[0], dense)
+
+
 def test_boltzmann_starts_keep_the_best_and_draw_the_rest_by_weight():
     values = np.array([3.0, -np.inf, 0.0, 1.0, 2.0, 0.5])
     assert select_starts(jax.random.key(0), values, 3, "best").tolist() == [0, 4, 3]
