@@ -54,8 +54,10 @@ from ppbo.data import Dataset
 from ppbo.linalg import cholesky
 from ppbo.models.env_gp import (
     _check_common,
-    _check_count,
     _check_priors,
+    _cross,
+    _noise,
+    _predict_joint,
     _source_factor,
     _source_predict,
 )
@@ -68,7 +70,7 @@ from ppbo.models.gp import (
     mean_function,
 )
 from ppbo.models.kernels import KERNELS, Kernel
-from ppbo.models.sources import check_sources
+from ppbo.models.sources import check_num_sources, check_sources
 from ppbo.surrogate import Surrogate
 
 __all__ = ["surrogate", "PREDICTIONS", "NEW_SITES", "difference_posterior"]
@@ -284,14 +286,6 @@ def _prepare(params, data: Dataset, *, config: _Config) -> dict[str, jax.Array]:
     return {"L": Lt, "alpha": cho_solve((Lt, True), r)}
 
 
-def _cross(config: _Config, params, data: Dataset, X, cache):
-    kernel = build_kernel(config.kernel, params)
-    Ks = jnp.where(data.mask[None, :], kernel.matrix(X, data.X), 0.0)
-    mean = mean_function(config.mean, params, X) + Ks @ cache["alpha"]
-    V = solve_triangular(cache["L"], Ks.T, lower=True)
-    return kernel, mean, V
-
-
 def _predict(params, data: Dataset, X, cache, *, config: _Config):
     if config.prediction == "sum":
         kernel = build_kernel(config.kernel, params)
@@ -305,15 +299,6 @@ def _predict(params, data: Dataset, X, cache, *, config: _Config):
         return mu_s[0] + mu_g[0], var_s[0] + var_g[0]
     kernel, mean, V = _cross(config, params, data, X, cache)
     return mean, jnp.maximum(kernel.diag(X) - jnp.sum(V**2, axis=0), 0.0)
-
-
-def _predict_joint(params, data: Dataset, X, cache, *, config: _Config):
-    kernel, mean, V = _cross(config, params, data, X, cache)
-    return mean, kernel.matrix(X, X) - V.T @ V
-
-
-def _noise(params, X: jax.Array) -> jax.Array:
-    return jnp.full(X.shape[0], params["noise"] + JITTER, dtype=X.dtype)
 
 
 def surrogate(
@@ -379,7 +364,7 @@ def surrogate(
         learning in Bayesian optimisation" (Diff-GP); Rasmussen and Williams
         (2006), eqs. (2.25)-(2.26) and Algorithm 2.1.
     """
-    num_sources = _check_count(num_sources)
+    num_sources = check_num_sources(num_sources)
     if prediction not in PREDICTIONS:
         raise ValueError(f"prediction must be one of {PREDICTIONS}, got {prediction!r}")
     if prediction == "sum" and num_sources != 1:

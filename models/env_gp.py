@@ -54,7 +54,6 @@ one block-diagonal Cholesky factor).
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -78,7 +77,7 @@ from ppbo.models.gp import (
     mean_function,
 )
 from ppbo.models.kernels import KERNELS, Kernel
-from ppbo.models.sources import check_sources
+from ppbo.models.sources import check_num_sources, check_sources
 from ppbo.surrogate import Surrogate
 
 __all__ = [
@@ -335,6 +334,9 @@ def _prepare(params, data: Dataset, *, config: _Config) -> dict[str, jax.Array]:
     return {"L": L, "alpha": cho_solve((L, True), r)}
 
 
+# The target's predictive from the rows' factor in ``cache`` (``L``, ``alpha``): the
+# cross-covariance of a target point with every row is the target kernel (Env-GP,
+# MISO and the augmented Diff-GP share it).
 def _cross(config: _Config, params, data: Dataset, X, cache):
     kernel = build_kernel(config.kernel, params)
     Ks = jnp.where(data.mask[None, :], kernel.matrix(X, data.X), 0.0)
@@ -356,16 +358,6 @@ def _predict_joint(params, data: Dataset, X, cache, *, config: _Config):
 def _noise(params, X: jax.Array) -> jax.Array:
     # the TARGET observation noise; source rows add source_noise in the likelihood
     return jnp.full(X.shape[0], params["noise"] + JITTER, dtype=X.dtype)
-
-
-def _check_count(num_sources) -> int:
-    if (
-        isinstance(num_sources, bool)
-        or not isinstance(num_sources, numbers.Integral)
-        or num_sources < 1
-    ):
-        raise ValueError(f"num_sources must be an integer >= 1, got {num_sources!r}")
-    return int(num_sources)
 
 
 def _check_common(kernel, mean) -> None:
@@ -468,7 +460,7 @@ def surrogate(
         Venkatesh (2017), "Regret bounds for transfer learning in Bayesian
         optimisation" (Env-GP); Rasmussen and Williams (2006), Algorithm 2.1.
     """
-    num_sources = _check_count(num_sources)
+    num_sources = check_num_sources(num_sources)
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     _check_common(kernel, mean)

@@ -39,14 +39,16 @@ import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
-from jax.scipy.linalg import cho_solve, solve_triangular
+from jax.scipy.linalg import cho_solve
 
 from ppbo.data import Dataset
 from ppbo.linalg import cholesky
 from ppbo.models.env_gp import (
     _check_common,
-    _check_count,
     _check_priors,
+    _noise,
+    _predict,
+    _predict_joint,
 )
 from ppbo.models.gaussian import MaskedMultivariateNormal, masked_covariance
 from ppbo.models.gp import (
@@ -57,7 +59,7 @@ from ppbo.models.gp import (
     mean_function,
 )
 from ppbo.models.kernels import KERNELS, Kernel
-from ppbo.models.sources import check_sources
+from ppbo.models.sources import check_num_sources, check_sources
 from ppbo.surrogate import Surrogate
 
 __all__ = ["surrogate", "data_covariance", "NEW_SITES"]
@@ -174,29 +176,6 @@ def _prepare(params, data: Dataset, *, config: _Config) -> dict[str, jax.Array]:
     return {"L": L, "alpha": cho_solve((L, True), r)}
 
 
-def _cross(config: _Config, params, data: Dataset, X, cache):
-    # the target is unbiased: its covariance with any row is k_T alone
-    kernel = build_kernel(config.kernel, params)
-    Ks = jnp.where(data.mask[None, :], kernel.matrix(X, data.X), 0.0)
-    mean = mean_function(config.mean, params, X) + Ks @ cache["alpha"]
-    V = solve_triangular(cache["L"], Ks.T, lower=True)
-    return kernel, mean, V
-
-
-def _predict(params, data: Dataset, X, cache, *, config: _Config):
-    kernel, mean, V = _cross(config, params, data, X, cache)
-    return mean, jnp.maximum(kernel.diag(X) - jnp.sum(V**2, axis=0), 0.0)
-
-
-def _predict_joint(params, data: Dataset, X, cache, *, config: _Config):
-    kernel, mean, V = _cross(config, params, data, X, cache)
-    return mean, kernel.matrix(X, X) - V.T @ V
-
-
-def _noise(params, X: jax.Array) -> jax.Array:
-    return jnp.full(X.shape[0], params["noise"] + JITTER, dtype=X.dtype)
-
-
 def surrogate(
     num_sources: int = 1,
     kernel: str | Callable[[jax.Array], Kernel] = "matern52",
@@ -253,7 +232,7 @@ def surrogate(
         Rasmussen and Williams (2006),
         Algorithm 2.1.
     """
-    num_sources = _check_count(num_sources)
+    num_sources = check_num_sources(num_sources)
     _check_common(kernel, mean)
     known = set(default_priors(1, lengthscale_prior)) | set(NEW_SITES)
     priors = _check_priors(priors, known)
