@@ -249,15 +249,9 @@ class Optimizer:
             'demo'
         """
         jax.config.update("jax_enable_x64", True)
-        from ppbo.storage import open_storage
+        from ppbo.storage import open_campaign
 
-        storage = open_storage(storage)
-        campaign = storage.get_campaign(name)
-        if campaign is None:
-            known = [c.name for c in storage.list_campaigns()]
-            raise ValueError(
-                f"no campaign named {name!r} in {storage!r}; it has {known}"
-            )
+        storage, campaign = open_campaign(storage, name)
         config = campaign.config
         given = {"surrogate": surrogate, "inference": inference}
         parts = stored_components(config, name, acquisition=acquisition, **given)

@@ -369,15 +369,9 @@ class PreferenceOptimizer:
             'taste'
         """
         jax.config.update("jax_enable_x64", True)
-        from ppbo.storage import open_storage
+        from ppbo.storage import open_campaign
 
-        storage = open_storage(storage)
-        campaign = storage.get_campaign(name)
-        if campaign is None:
-            known = [c.name for c in storage.list_campaigns()]
-            raise ValueError(
-                f"no campaign named {name!r} in {storage!r}; it has {known}"
-            )
+        storage, campaign = open_campaign(storage, name)
         if campaign.config.get("kind") != "preference":
             raise ValueError(
                 f"campaign {name!r} is not a preference campaign; open it with "

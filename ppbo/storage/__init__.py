@@ -34,6 +34,7 @@ __all__ = [
     "DuplicateCampaignError",
     "SCHEMA_VERSION",
     "open_storage",
+    "open_campaign",
     "encode_arrays",
     "decode_arrays",
     "Pair",
@@ -62,3 +63,25 @@ def open_storage(spec: Any) -> Storage:
     raise ValueError(
         f"storage must be None, a file path or a ppbo.storage.Storage, got {spec!r}"
     )
+
+
+def open_campaign(spec: Any, name: str) -> tuple[Storage, Campaign]:
+    """The storage for ``spec`` (see :func:`open_storage`) and its campaign ``name``.
+
+    Raises:
+        ValueError: if the storage has no campaign of that name, listing the
+            campaigns it has.
+
+    Example:
+        >>> storage = open_storage(None)
+        >>> open_campaign(storage, "missing")
+        Traceback (most recent call last):
+        ...
+        ValueError: no campaign named 'missing' in SQLiteStorage(':memory:'); it has []
+    """
+    storage = open_storage(spec)
+    campaign = storage.get_campaign(name)
+    if campaign is None:
+        known = [c.name for c in storage.list_campaigns()]
+        raise ValueError(f"no campaign named {name!r} in {storage!r}; it has {known}")
+    return storage, campaign
