@@ -168,17 +168,13 @@ class Optimizer:
         jax.config.update("jax_enable_x64", True)
         space = space if isinstance(space, Space) else Space(space)
         check_arguments(direction, initial_design, n_initial, seed, name)
-        if n_initial is None:
-            n_initial = max(3, 2 * len(space))
-        sources = validate_sources(sources, space)
-        transfer = transfer_config(
-            sources, space, meta_features, source_selection, source_selection_options
+        n_initial = max(3, 2 * len(space)) if n_initial is None else n_initial
+        parts, specs, stored = _components(
+            space,
+            (surrogate, inference, acquisition),
+            sources,
+            (meta_features, source_selection, source_selection_options),
         )
-        parts, specs = registry.resolve_components(surrogate, inference, acquisition)
-        if sources:
-            parts, specs = _transfer_components(
-                parts, specs, sources, transfer, inference, acquisition
-            )
         check_acquisition(parts["surrogate"], parts["acquisition"], acquisition_samples)
         from ppbo.storage import open_storage
 
@@ -196,15 +192,8 @@ class Optimizer:
             optimizer_options=optimizer_options,
             metadata=metadata,
         )
-        if sources:
-            config["sources"] = sources_to_json(sources, space)
-            config["transfer"] = transfer
-        existing = self._storage.get_campaign(name)
-        if existing is not None and load_if_exists:
-            campaign = existing
-            check_compatible(existing.config, config)
-        else:
-            campaign = self._storage.create_campaign(name, config)
+        config.update(stored)
+        campaign = _create_or_load(self._storage, name, config, load_if_exists)
         self._init(campaign, space, **parts)
 
     def _init(self, campaign, space, surrogate, inference, acquisition) -> None:
@@ -548,6 +537,32 @@ class Optimizer:
         )
 
 
+def _create_or_load(storage, name: str, config: dict, load_if_exists: bool):
+    """The new campaign ``name``, or the stored one when ``load_if_exists`` and its
+    configuration is compatible with ``config``."""
+    existing = storage.get_campaign(name)
+    if existing is not None and load_if_exists:
+        check_compatible(existing.config, config)
+        return existing
+    return storage.create_campaign(name, config)
+
+
+def _components(space, named, sources, transfer_options):
+    """The campaign's components and specs from the user's names, and what a
+    campaign with sources stores beside them (``sources`` and ``transfer``)."""
+    surrogate, inference, acquisition = named
+    sources = validate_sources(sources, space)
+    transfer = transfer_config(sources, space, *transfer_options)
+    parts, specs = registry.resolve_components(surrogate, inference, acquisition)
+    if not sources:
+        return parts, specs, {}
+    parts, specs = _transfer_components(
+        parts, specs, sources, transfer, inference, acquisition
+    )
+    stored = {"sources": sources_to_json(sources, space), "transfer": transfer}
+    return parts, specs, stored
+
+
 def _transfer_components(parts, specs, sources, transfer, inference, acquisition):
     """The components of a campaign with sources: the surrogate gets the sources'
     options (``num_tasks``, ``num_sources``, ``meta_features``), or a warning that
@@ -565,7 +580,7 @@ def _transfer_components(parts, specs, sources, transfer, inference, acquisition
             "sources are stored with the campaign but the model sees the target's "
             "trials only",
             CampaignWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         return parts, specs
     if name == "custom":
