@@ -57,6 +57,7 @@ from ppbo.models.env_gp import (
     _check_priors,
     _cross,
     _noise,
+    _per_source_prior,
     _predict_joint,
     _source_factor,
     _source_predict,
@@ -92,30 +93,8 @@ class _Config:
     lengthscale_prior: str = DEFAULT_LENGTHSCALE_PRIOR
 
 
-def _default(config: _Config, name: str, d: int) -> dist.Distribution:
-    gp_priors = default_priors(d, config.lengthscale_prior)
-    if name == "source_noise":
-        return gp_priors["noise"]
-    if name == "diff_lengthscale":
-        return gp_priors["lengthscale"]
-    if name == "diff_outputscale":
-        return dist.LogNormal(-2.0, 1.0)
-    return gp_priors[name]
-
-
 def _prior(config: _Config, name: str, d: int) -> dist.Distribution:
-    prior = config.priors.get(name) or _default(config, name, d)
-    K = config.num_sources
-    shape = {
-        "lengthscale": (d,),
-        "mean_weights": (d,),
-        "source_noise": (K,),
-        "diff_outputscale": (K,),
-        "diff_lengthscale": (K, d),
-    }.get(name, ())
-    if len(shape) > len(prior.event_shape):
-        prior = prior.expand(list(shape)).to_event(len(shape))
-    return prior
+    return _per_source_prior(config, name, d, "diff")
 
 
 def _base(config_kernel):

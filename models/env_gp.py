@@ -223,6 +223,29 @@ def _prior(config: _Config, name: str, d: int) -> dist.Distribution:
     return prior
 
 
+def _per_source_prior(config, name: str, d: int, prefix: str) -> dist.Distribution:
+    # Diff-GP and MISO: the target GP's sites, source_noise (K,) and a GP per source
+    # with sites f"{prefix}_lengthscale" (K, d) and f"{prefix}_outputscale" (K,)
+    gp_priors = default_priors(d, config.lengthscale_prior)
+    defaults = {
+        "source_noise": gp_priors["noise"],
+        f"{prefix}_lengthscale": gp_priors["lengthscale"],
+        f"{prefix}_outputscale": dist.LogNormal(-2.0, 1.0),
+    }
+    prior = config.priors.get(name) or defaults.get(name) or gp_priors[name]
+    K = config.num_sources
+    shape = {
+        "lengthscale": (d,),
+        "mean_weights": (d,),
+        "source_noise": (K,),
+        f"{prefix}_outputscale": (K,),
+        f"{prefix}_lengthscale": (K, d),
+    }.get(name, ())
+    if len(shape) > len(prior.event_shape):
+        prior = prior.expand(list(shape)).to_event(len(shape))
+    return prior
+
+
 def _target_sites(config: _Config, d: int) -> dict[str, jax.Array]:
     names = ["lengthscale", "outputscale", "noise"]
     if config.mean in ("constant", "linear"):
