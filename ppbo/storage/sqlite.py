@@ -50,7 +50,23 @@ __all__ = ["SQLiteStorage", "SCHEMA_VERSION"]
 #: Version of the schema written by this release.
 SCHEMA_VERSION = 2
 
-_SCHEMA = """
+# the pairs of preference campaigns (added in schema version 2)
+_PAIRS_TABLE = """CREATE TABLE IF NOT EXISTS pairs (
+    campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+    number INTEGER NOT NULL,
+    a TEXT NOT NULL,
+    b TEXT NOT NULL,
+    winner TEXT CHECK (winner IS NULL OR winner IN ('a', 'b', 'tie', 'skip')),
+    created REAL NOT NULL,
+    finished REAL,
+    iteration INTEGER,
+    origin TEXT NOT NULL,
+    extra TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (campaign_id, number)
+)"""
+
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS schema_version (
     version INTEGER NOT NULL
 );
@@ -83,37 +99,15 @@ CREATE TABLE IF NOT EXISTS posteriors (
     created REAL NOT NULL,
     PRIMARY KEY (campaign_id, iteration)
 );
-CREATE TABLE IF NOT EXISTS pairs (
-    campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
-    number INTEGER NOT NULL,
-    a TEXT NOT NULL,
-    b TEXT NOT NULL,
-    winner TEXT CHECK (winner IS NULL OR winner IN ('a', 'b', 'tie', 'skip')),
-    created REAL NOT NULL,
-    finished REAL,
-    iteration INTEGER,
-    origin TEXT NOT NULL,
-    extra TEXT NOT NULL DEFAULT '{}',
-    PRIMARY KEY (campaign_id, number)
-);
 """
+    + _PAIRS_TABLE
+    + ";\n"
+)
 
 # version -> SQL that upgrades a database from that version to the next
 _MIGRATIONS: dict[int, str] = {
     # 1 -> 2: the pairs of preference campaigns (a version-1 database has none)
-    1: """CREATE TABLE IF NOT EXISTS pairs (
-    campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
-    number INTEGER NOT NULL,
-    a TEXT NOT NULL,
-    b TEXT NOT NULL,
-    winner TEXT CHECK (winner IS NULL OR winner IN ('a', 'b', 'tie', 'skip')),
-    created REAL NOT NULL,
-    finished REAL,
-    iteration INTEGER,
-    origin TEXT NOT NULL,
-    extra TEXT NOT NULL DEFAULT '{}',
-    PRIMARY KEY (campaign_id, number)
-)""",
+    1: _PAIRS_TABLE,
 }
 
 _PAIR_COLUMNS = "number, a, b, winner, created, finished, iteration, origin, extra"
