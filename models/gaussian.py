@@ -15,11 +15,23 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro.distributions as dist
 from jax.scipy.linalg import solve_triangular
 from numpyro.distributions import constraints
+from scipy.linalg import lapack
 
-__all__ = ["MaskedMultivariateNormal", "masked_covariance", "gaussian_log_density"]
+__all__ = [
+    "MaskedMultivariateNormal",
+    "masked_covariance",
+    "gaussian_log_density",
+    "LAPACK_MIN_SIZE",
+]
+
+#: Rows from which the value and gradient of :func:`gaussian_log_density` call
+#: LAPACK's ``dpotri`` on a CPU (see the module docstring); ``None`` turns the
+#: host path off. Read when a function is traced, so set it before compiling.
+LAPACK_MIN_SIZE: int | None = 128
 
 
 def masked_covariance(K: jax.Array, mask: jax.Array) -> jax.Array:
@@ -64,7 +76,56 @@ def gaussian_log_density(K: jax.Array, r: jax.Array, num: jax.Array) -> jax.Arra
     return _log_density(K, r, num)[0]
 
 
+def _lapack_value_and_inverse(K, r, num):
+    # float64 host arrays in, (value, alpha, K^-1) out; NaN when K is not
+    # positive definite, as XLA's Cholesky gives, so samplers treat it alike.
+    # K is symmetric, so its transpose is the same matrix in Fortran order:
+    # LAPACK then factors a plain copy instead of a transposed one.
+    n = K.shape[0]
+    L, info = lapack.dpotrf(K.T, lower=1, clean=0)
+    if info != 0:
+        return np.float64(np.nan), np.full(n, np.nan), np.full((n, n), np.nan)
+    alpha, _ = lapack.dpotrs(L, r, lower=1)
+    log_det = 2.0 * np.sum(np.log(np.diagonal(L)))
+    K_inv, _ = lapack.dpotri(L, lower=1, overwrite_c=1)
+    # dpotri fills the lower triangle; mirror it (the upper holds K's factor).
+    K_inv = np.tril(K_inv)
+    K_inv += np.tril(K_inv, -1).T
+    value = -0.5 * (r @ alpha + log_det + num * math.log(2 * math.pi))
+    return np.float64(value), alpha, K_inv
+
+
+def _host_fwd(K, r, num):
+    n = K.shape[-1]
+    shapes = (
+        jax.ShapeDtypeStruct((), K.dtype),
+        jax.ShapeDtypeStruct((n,), K.dtype),
+        jax.ShapeDtypeStruct((n, n), K.dtype),
+    )
+
+    def host(K, r, num):
+        return _lapack_value_and_inverse(
+            np.asarray(K, np.float64), np.asarray(r, np.float64), float(num)
+        )
+
+    value, alpha, K_inv = jax.pure_callback(
+        host, shapes, K, r, num, vmap_method="sequential"
+    )
+    return value, (alpha, K_inv)
+
+
+def _on_host(K) -> bool:
+    return (
+        LAPACK_MIN_SIZE is not None
+        and K.shape[-1] >= LAPACK_MIN_SIZE
+        and K.dtype == jnp.float64
+        and jax.default_backend() == "cpu"
+    )
+
+
 def _fwd(K, r, num):
+    if _on_host(K):
+        return _host_fwd(K, r, num)
     L = jnp.linalg.cholesky(K)
     # One chain of two LAPACK triangular solves with the residual and the identity
     # stacked as right-hand sides, [a, L^-1] = L \ [r, I] and [alpha, K^-1] =

@@ -17,6 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 from jax import lax
+from jax.flatten_util import ravel_pytree
 from numpyro.infer import init_to_median
 from numpyro.infer.util import initialize_model
 from threadpoolctl import threadpool_limits
@@ -100,7 +101,8 @@ def _run(keys, data, init_z, warm, surrogate, make_kernel, record, schedule):
 
         state, (zs, stats) = lax.scan(draw, state, None, length=num_samples // thinning)
         samples = jax.vmap(kernel.postprocess_fn(args, kwargs))(zs)
-        return samples, stats, state
+        flat = jax.vmap(lambda z: ravel_pytree(z)[0])(zs)
+        return samples, stats, state, flat
 
     return jax.vmap(one_chain)(keys, init_z, warm)
 
@@ -130,7 +132,9 @@ def run_mcmc(
             axis).
 
     Returns:
-        ``(samples, stats, last_state)`` with leading axes (chain, draw).
+        ``(samples, stats, last_state, draws)`` with leading axes (chain, draw);
+        ``draws`` are the unconstrained positions flattened in
+        ``jax.flatten_util.ravel_pytree`` order, shape (chain, draw, size).
     """
     keys = jax.random.split(key, num_chains)
     schedule = (int(num_warmup), int(num_samples), int(thinning))
@@ -254,6 +258,7 @@ def fit_mcmc(
     make_kernel: Callable[[Callable, Any], Any],
     record: Callable[[Any], dict],
     method: str,
+    refit: tuple[Callable[[Callable, Any], Any], int] | None = None,
 ):
     """The body of an MCMC backend's ``fit``.
 
@@ -262,19 +267,26 @@ def fit_mcmc(
             ``num_chains``, ``warm_start``).
         cold_warm: ``size -> warm`` adaptation pytree of a cold start (leading
             chain axis), for ``size`` unconstrained coordinates.
-        warm_of: ``last_state -> warm`` pytree to store for the next warm start.
+        warm_of: ``(last_state, draws) -> warm`` pytree to store for the next warm
+            start (``draws`` as :func:`run_mcmc` returns them).
         make_kernel, record: see :func:`run_mcmc`.
         method: name stored in the posterior.
+        refit: ``(make_kernel, num_warmup)`` used instead of ``make_kernel`` and
+            ``config.num_warmup`` when the fit does start warm from ``init``.
 
     Returns:
         ``(posterior, stats)``; the caller may add statistics before returning.
     """
     key_init, key_run = jax.random.split(key)
     z = initial_positions(key_init, surrogate, data, config.num_chains)
-    warm = cold_warm(flat_size(jax.tree.map(lambda a: a[0], z)))
+    cold = cold_warm(flat_size(jax.tree.map(lambda a: a[0], z)))
+    warm = cold
     if config.warm_start:
-        z, warm = warm_start(init, surrogate, z, warm)
-    samples, stats, last = run_mcmc(
+        z, warm = warm_start(init, surrogate, z, cold)
+    num_warmup = config.num_warmup
+    if refit is not None and warm is not cold:
+        make_kernel, num_warmup = refit
+    samples, stats, last, draws = run_mcmc(
         key_run,
         surrogate,
         data,
@@ -283,7 +295,7 @@ def fit_mcmc(
         init_z=z,
         warm=warm,
         num_chains=config.num_chains,
-        num_warmup=config.num_warmup,
+        num_warmup=num_warmup,
         num_samples=config.num_samples,
         thinning=config.thinning,
     )
@@ -294,7 +306,7 @@ def fit_mcmc(
         stats,
         num_chains=config.num_chains,
         method=method,
-        state={"z": last.z, "warm": warm_of(last)},
+        state={"z": last.z, "warm": warm_of(last, draws)},
     )
 
 

@@ -43,26 +43,58 @@ class _NutsKernel:
     dense_mass: bool
     max_tree_depth: int
     target_accept_prob: float
+    adapt_mass_matrix: bool = True
 
     def __call__(self, model, warm):
         return _NumPyroNUTS(
             model,
             step_size=warm["step_size"],
             inverse_mass_matrix=warm["inverse_mass_matrix"],
+            adapt_mass_matrix=self.adapt_mass_matrix,
             dense_mass=self.dense_mass,
             max_tree_depth=self.max_tree_depth,
             target_accept_prob=self.target_accept_prob,
         )
 
 
-def _warm_of(last) -> dict:
-    # NumPyro returns the inverse mass matrix keyed by the tuple of sorted site
-    # names (one block here); it accepts the bare array back and keys it the same.
-    (inverse_mass_matrix,) = last.adapt_state.inverse_mass_matrix.values()
-    return {
-        "step_size": last.adapt_state.step_size,
-        "inverse_mass_matrix": inverse_mass_matrix,
-    }
+def _draws_inverse_mass(draws, dense: bool):
+    # The posterior's (co)variance in unconstrained space from one chain's draws,
+    # shrunk towards 1e-3 as Stan and NumPyro regularise their windowed estimates
+    # (Stan Reference Manual, "HMC algorithm parameters": n / (n + 5) * estimate
+    # + 1e-3 * 5 / (n + 5)).
+    n = draws.shape[0]
+    shrink = n / (n + 5.0)
+    if dense:
+        centred = draws - draws.mean(0)
+        cov = centred.T @ centred / max(n - 1, 1)
+        return shrink * cov + 1e-3 * (1.0 - shrink) * jnp.eye(draws.shape[1])
+    return shrink * draws.var(0, ddof=1) + 1e-3 * (1.0 - shrink)
+
+
+def _warm_of(dense: bool):
+    def warm_of(last, draws) -> dict:
+        # NumPyro returns the inverse mass matrix keyed by the tuple of sorted site
+        # names (one block here); it accepts the bare array back and keys it the
+        # same. With enough draws, their own (co)variance replaces the matrix
+        # adapted during warm-up: it describes the posterior the next, warm-started
+        # fit starts from better than the estimate of the warm-up's last window.
+        (adapted,) = last.adapt_state.inverse_mass_matrix.values()
+        inverse_mass_matrix = adapted
+        if draws.shape[1] >= _MIN_DRAWS_FOR_MASS:
+            inverse_mass_matrix = jax.vmap(lambda d: _draws_inverse_mass(d, dense))(
+                draws
+            )
+        return {
+            "step_size": last.adapt_state.step_size,
+            "inverse_mass_matrix": inverse_mass_matrix,
+        }
+
+    return warm_of
+
+
+#: Draws per chain from which a warm start takes the inverse mass matrix from the
+#: previous posterior's draws rather than from its adaptation.
+_MIN_DRAWS_FOR_MASS = 32
 
 
 @dataclass(frozen=True)
@@ -81,6 +113,12 @@ class NUTS:
         target_accept_prob: target of the dual-averaging step-size adaptation.
         warm_start: start from ``init``'s last positions, step sizes and inverse
             mass matrices when :meth:`fit` is given a compatible previous posterior.
+            The inverse mass matrix of a warm start is the (regularised) variance
+            of the previous posterior's unconstrained draws.
+        refit_warmup: warm-up iterations of a warm-started fit, which then adapts
+            only the step size and keeps the inverse mass matrix it starts from;
+            None: a warm-started fit runs the full ``num_warmup`` with windowed
+            mass-matrix adaptation, as a cold one does.
 
     Example:
         >>> import jax
@@ -101,9 +139,19 @@ class NUTS:
     max_tree_depth: int = 8
     target_accept_prob: float = 0.8
     warm_start: bool = True
+    refit_warmup: int | None = None
 
     def __post_init__(self) -> None:
         _mcmc.check_schedule(self)
+        if self.refit_warmup is not None and (
+            not isinstance(self.refit_warmup, int)
+            or isinstance(self.refit_warmup, bool)
+            or self.refit_warmup < 0
+        ):
+            raise ValueError(
+                "refit_warmup must be None or an integer >= 0, got "
+                f"{self.refit_warmup!r}"
+            )
         if not 1 <= int(self.max_tree_depth) <= 15:
             raise ValueError(
                 f"max_tree_depth must be in [1, 15], got {self.max_tree_depth!r}"
@@ -113,11 +161,12 @@ class NUTS:
                 f"target_accept_prob must be in (0, 1), got {self.target_accept_prob!r}"
             )
 
-    def _kernel_factory(self) -> _NutsKernel:
+    def _kernel_factory(self, adapt_mass_matrix: bool = True) -> _NutsKernel:
         return _NutsKernel(
             bool(self.dense_mass),
             int(self.max_tree_depth),
             float(self.target_accept_prob),
+            adapt_mass_matrix,
         )
 
     def _cold_warm(self, size: int) -> dict:
@@ -160,10 +209,13 @@ class NUTS:
             data,
             init,
             cold_warm=self._cold_warm,
-            warm_of=_warm_of,
+            warm_of=_warm_of(bool(self.dense_mass)),
             make_kernel=self._kernel_factory(),
             record=_record,
             method="NUTS",
+            refit=None
+            if self.refit_warmup is None
+            else (self._kernel_factory(adapt_mass_matrix=False), self.refit_warmup),
         )
         depth = posterior.sample_stats["tree_depth"]
         posterior.sample_stats["max_tree_depth"] = jnp.full(

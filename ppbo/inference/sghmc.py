@@ -548,7 +548,7 @@ class SGHMC:
             cold_warm=lambda size: {
                 "v_hat": jnp.ones((self.num_chains, size), dtype=jnp.float64)
             },
-            warm_of=lambda last: {"v_hat": last.v_hat},
+            warm_of=lambda last, draws: {"v_hat": last.v_hat},
             make_kernel=_SGHMCKernelFactory(
                 float(self.step_size), float(self.mdecay), self.batch_size
             ),

@@ -607,7 +607,7 @@ class Slice:
                     (self.num_chains, size), float(self.width), dtype=jnp.float64
                 )
             },
-            warm_of=lambda last: {"width": last.width},
+            warm_of=lambda last, draws: {"width": last.width},
             make_kernel=_SliceKernelFactory(int(self.max_steps_out)),
             record=_record,
             method="Slice",

@@ -56,6 +56,50 @@ def test_warm_start_reuses_adaptation():
     assert _mcmc.warm_start(None, surrogate, z, marker)[1] is marker
 
 
+def test_refit_warmup_keeps_the_mass_matrix_of_the_previous_draws(compile_counter):
+    # A warm-started fit with refit_warmup adapts only the step size: its inverse
+    # mass matrix is the regularised variance of the previous posterior's
+    # unconstrained draws (sites in sorted order, positive sites on the log
+    # scale), it never changes during the refit, and refits in a bucket share
+    # one compilation.
+    surrogate = gp.surrogate()
+    data = ppbo.Dataset(X[:10], Y[:10])
+    config = ppbo.NUTS(num_warmup=40, num_samples=40, max_tree_depth=5, refit_warmup=8)
+    first = ppbo.fit(surrogate, data, config, jax.random.key(0))
+    s = first.samples
+    draws = np.column_stack(
+        [
+            np.log(s["lengthscale"]),
+            s["mean"],
+            np.log(s["noise"]),
+            np.log(s["outputscale"]),
+        ]
+    )
+    shrink = 40 / 45
+    expected = shrink * draws.var(0, ddof=1) + 1e-3 * (1 - shrink)
+    np.testing.assert_allclose(
+        first.state["warm"]["inverse_mass_matrix"][0], expected, rtol=1e-8
+    )
+    grown = data.append(X[10], Y[10])
+    second = ppbo.fit(surrogate, grown, config, jax.random.key(1), init=first)
+    with compile_counter.measure():
+        third = ppbo.fit(
+            surrogate,
+            grown.append(X[11], Y[11]),
+            config,
+            jax.random.key(2),
+            init=second,
+        )
+    assert compile_counter.count == 0
+    assert third.num_samples == 40
+    # refit_warmup=0: nothing adapts, the step size is the previous one
+    frozen = ppbo.NUTS(num_warmup=40, num_samples=5, refit_warmup=0)
+    warm = ppbo.fit(surrogate, data, frozen, jax.random.key(3), init=first)
+    np.testing.assert_allclose(
+        warm.sample_stats["step_size"], first.state["warm"]["step_size"][0]
+    )
+
+
 def test_chains_thinning_and_sample_stats():
     config = ppbo.NUTS(num_warmup=30, num_samples=40, thinning=2, num_chains=2)
     posterior = ppbo.fit(gp.surrogate(), ppbo.Dataset(X, Y), config, jax.random.key(4))
@@ -73,6 +117,8 @@ def test_chains_thinning_and_sample_stats():
     [
         ({"num_samples": 0}, "num_samples must be an integer >= 1"),
         ({"num_warmup": -1}, "num_warmup must be an integer >= 0"),
+        ({"refit_warmup": -1}, "refit_warmup must be None or an integer >= 0"),
+        ({"refit_warmup": 1.5}, "refit_warmup must be None or an integer >= 0"),
         ({"num_chains": 1.5}, "num_chains must be an integer"),
         ({"thinning": 5, "num_samples": 4}, "must be >= thinning=5"),
         ({"max_tree_depth": 0}, "max_tree_depth must be in"),

@@ -158,3 +158,43 @@ def test_kernel_builder_for_sums():
     K = k(X, X) + (PARAMS["noise"] + gp.JITTER) * np.eye(N)
     mean = k(XS, X) @ np.linalg.solve(K, Y)
     np.testing.assert_allclose(posterior.predict(XS)[0][0], mean, rtol=1e-8)
+
+
+@pytest.mark.parametrize("n", [130, 200])
+def test_lapack_gradient_matches_xla_and_closed_form(n, monkeypatch):
+    # From LAPACK_MIN_SIZE rows the value and gradient come from dpotrf/dpotri on
+    # the host: both must agree with XLA's path and with the closed form (R&W
+    # eq. 5.9) computed by dense linear algebra, also under vmap, and a matrix
+    # that is not positive definite must give NaN as XLA's Cholesky does.
+    from ppbo.models import gaussian
+
+    rng = np.random.default_rng(n)
+    A = rng.standard_normal((n, n + 3))
+    K = A @ A.T / n + 0.1 * np.eye(n)
+    r = rng.standard_normal(n)
+    K_inv = np.linalg.inv(K)
+    alpha = K_inv @ r
+    value = multivariate_normal(np.zeros(n), K).logpdf(r)
+    assert gaussian.LAPACK_MIN_SIZE is not None and n >= gaussian.LAPACK_MIN_SIZE
+    grad = jax.value_and_grad(gaussian_log_density, argnums=(0, 1))
+    host = jax.jit(grad)(jnp.asarray(K), jnp.asarray(r), float(n))
+    monkeypatch.setattr(gaussian, "LAPACK_MIN_SIZE", None)
+    xla = jax.jit(grad)(jnp.asarray(K), jnp.asarray(r), float(n))
+    for v, (gK, gr) in (host, xla):
+        np.testing.assert_allclose(v, value, rtol=1e-10)
+        np.testing.assert_allclose(
+            gK, 0.5 * (np.outer(alpha, alpha) - K_inv), atol=1e-9
+        )
+        np.testing.assert_allclose(gr, -alpha, rtol=1e-8, atol=1e-10)
+    monkeypatch.setattr(gaussian, "LAPACK_MIN_SIZE", 128)
+    Ks = jnp.stack([K, K + np.eye(n)])
+    values, (gKs, _) = jax.vmap(grad, in_axes=(0, None, None))(Ks, jnp.asarray(r), n)
+    np.testing.assert_allclose(values[0], value, rtol=1e-10)
+    np.testing.assert_allclose(
+        values[1], multivariate_normal(np.zeros(n), K + np.eye(n)).logpdf(r), rtol=1e-10
+    )
+    np.testing.assert_allclose(gKs[0], host[1][0], atol=1e-12)
+    bad = K.copy()
+    bad[0, 0] = -1.0
+    v, (gK, _) = grad(jnp.asarray(bad), jnp.asarray(r), float(n))
+    assert np.isnan(v) and np.isnan(gK).all()
