@@ -62,6 +62,7 @@ SETTINGS = {
     "nuts_refit32": lambda: ppbo.NUTS(refit_warmup=32),
     "nuts_refit64": lambda: ppbo.NUTS(refit_warmup=64),
     "nuts_refit64_128": lambda: ppbo.NUTS(refit_warmup=64, num_samples=128),
+    "nuts_refit32_128": lambda: ppbo.NUTS(refit_warmup=32, num_samples=128),
     "slice": lambda: ppbo.Slice(),
 }
 

@@ -812,7 +812,10 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         "--inference", default="map", help="map (default), nuts or slice"
     )
     parser.add_argument(
-        "--samples", type=int, default=None, help="MCMC warm-up and samples (256)"
+        "--samples",
+        type=int,
+        default=None,
+        help="MCMC warm-up and samples (NUTS default: 256 warm-up, 128 samples)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
