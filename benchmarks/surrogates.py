@@ -11,12 +11,26 @@ seconds per step against n).
 
 Usage: ``python benchmarks/surrogates.py [--budget 60] [--seeds 3]
 [--surrogates gp,dngo,ablr,forest]``
+
+``--scaling`` measures instead the seconds of one campaign step against n on
+Hartmann-6 (d = 6) for n in ``--ns`` (default 100, 250, 500, 1000, 2000): a
+campaign is warm-started by telling it n - 1 uniformly random points
+(``Optimizer.add``), then its ``ask`` is timed (the first ask of a bucket
+includes compilation; a second ask at n, after telling the first, is the
+compiled step, timed when the first took under ``--second-ask-below`` seconds).
+A surrogate whose step exceeded ``--max-seconds`` is not run at larger n; its
+cost there is extrapolated from its largest measured n by the O(n^3) law of an
+exact GP (labelled as extrapolated). Writes ``results/surrogates_scaling.json``
+and ``results/surrogates_scaling.png`` (log-log axes with O(n) and O(n^3)
+guides). Usage: ``python benchmarks/surrogates.py --scaling
+[--surrogates dngo,ablr,forest,gp] [--ns 100,250,500,1000,2000]``
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -43,6 +57,125 @@ SPECS = {
     "ablr": {"name": "ablr"},
     "forest": {"name": "forest"},
 }
+
+
+#: Surrogates of the scaling benchmark: (registry spec, inference name or None
+#: for the surrogate's default). ``gp`` is the default MAP GP, ``gp_nuts`` the
+#: fully Bayesian GP, ``bnn`` the NUTS-sampled network.
+SCALING = {
+    "dngo": ({"name": "dngo"}, None),
+    "dngo_slice": ({"name": "dngo", "precisions": "slice"}, None),
+    "ablr": ({"name": "ablr"}, None),
+    "forest": ({"name": "forest"}, None),
+    "gp": ("gp", None),
+    "bnn": ({"name": "bnn"}, None),
+    "gp_nuts": ("gp", "nuts"),
+}
+
+
+def scaling_step(name: str, n: int, seed: int, second_below: float) -> dict:
+    """Seconds of the ask of a campaign told ``n - 1`` random Hartmann-6 points."""
+    problem = problems.get("hartmann6")
+    space = {f"x{i}": ppbo.Real(lo, hi) for i, (_, lo, hi) in enumerate(problem.space)}
+    spec, inference = SCALING[name]
+    opt = ppbo.Optimizer(space, surrogate=spec, inference=inference, seed=seed)
+    rng = np.random.default_rng(seed)
+    lo = np.array([lo for _, lo, _ in problem.space])
+    hi = np.array([hi for _, _, hi in problem.space])
+    X = lo + (hi - lo) * rng.uniform(size=(n - 1, problem.dim))
+    start = time.perf_counter()
+    for x in X:
+        opt.add({f"x{i}": float(v) for i, v in enumerate(x)}, float(problem(x)))
+    add_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    trial = opt.ask()
+    first = time.perf_counter() - start
+    assert trial.origin == "model", trial.origin
+    row = {"n": n, "first_ask_seconds": first, "add_seconds": add_seconds}
+    row["compiled_ask_seconds"] = None
+    if first < second_below:
+        x = np.array([trial.params[f"x{i}"] for i in range(problem.dim)])
+        opt.tell(trial, float(problem(x)))
+        start = time.perf_counter()
+        opt.ask()
+        row["compiled_ask_seconds"] = time.perf_counter() - start
+    # the step's cost: the compiled ask where measured, else the first ask
+    row["step_seconds"] = row["compiled_ask_seconds"] or first
+    return row
+
+
+def write_scaling(args, names: list[str], rows: dict) -> None:
+    ns = [int(n) for n in args.ns.split(",")]
+    extrapolated = {}
+    for name in names:
+        measured = {r["n"]: r["step_seconds"] for r in rows[name]}
+        if not measured:
+            continue
+        top = max(measured)
+        extrapolated[name] = {n: measured[top] * (n / top) ** 3 for n in ns if n > top}
+    result = {
+        "benchmark": "surrogates_scaling",
+        "problem": "hartmann6",
+        "dim": 6,
+        "ns": ns,
+        "seed": args.seed,
+        "max_seconds": args.max_seconds,
+        "specs": {
+            k: {"surrogate": SCALING[k][0], "inference": SCALING[k][1]} for k in names
+        },
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "jax": jax.__version__,
+        "rows": rows,
+        "extrapolated_n3_seconds": extrapolated,
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "surrogates_scaling.json").write_text(json.dumps(result, indent=2))
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for name in names:
+        if not rows[name]:
+            continue
+        n = [r["n"] for r in rows[name]]
+        t = [r["step_seconds"] for r in rows[name]]
+        (line,) = ax.plot(n, t, "o-", label=name)
+        if extrapolated.get(name):
+            en = [n[-1], *extrapolated[name]]
+            et = [t[-1], *extrapolated[name].values()]
+            ax.plot(en, et, ":", color=line.get_color())
+    grid = np.array([min(ns), max(ns)], dtype=float)
+    ax.plot(grid, 1.0 * grid / grid[0], "k--", lw=0.8, label="O(n)")
+    ax.plot(grid, 1.0 * (grid / grid[0]) ** 3, "k-.", lw=0.8, label="O(n^3)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="n (observations)",
+        ylabel="seconds per ask",
+        title="Hartmann-6, warm-started campaign (dotted: n^3 extrapolation)",
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "surrogates_scaling.png", dpi=120)
+    plt.close(fig)
+
+
+def scaling(args) -> None:
+    names = args.surrogates.split(",")
+    rows = {name: [] for name in names}
+    stopped: set[str] = set()
+    for n in (int(n) for n in args.ns.split(",")):
+        for name in names:
+            if name in stopped:
+                continue
+            row = scaling_step(name, n, args.seed, args.second_ask_below)
+            rows[name].append(row)
+            print(
+                f"{name} n={n}: first ask {row['first_ask_seconds']:.2f} s, "
+                f"compiled ask {row['compiled_ask_seconds']} s",
+                flush=True,
+            )
+            if row["step_seconds"] > args.max_seconds:
+                stopped.add(name)
+            write_scaling(args, names, rows)
 
 
 def run(name: str, seed: int, budget: int) -> dict:
@@ -122,7 +255,17 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--surrogates", default=",".join(SPECS))
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--scaling", action="store_true")
+    parser.add_argument("--ns", default="100,250,500,1000,2000")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-seconds", type=float, default=300.0)
+    parser.add_argument("--second-ask-below", type=float, default=120.0)
     args = parser.parse_args()
+    if args.scaling:
+        if args.surrogates == ",".join(SPECS):
+            args.surrogates = ",".join(SCALING)
+        scaling(args)
+        return
     names = args.surrogates.split(",")
     runs = {name: [] for name in names}
     for seed in range(args.seeds):
