@@ -182,7 +182,8 @@ def _trainer(
     key, data: Dataset, *, hidden, num_steps, learning_rate, weight_decay, precisions
 ):
     sizes = (data.X.shape[1], *hidden, 1)
-    init_key, train_key, slice_key = jax.random.split(key, 3)
+    init_key, train_key = jax.random.split(key)
+    slice_key = jax.random.fold_in(key, 2)
     net = init_network(init_key, sizes)
     loss = partial(_network_loss, num_hidden=len(hidden), weight_decay=weight_decay)
     net = train_network(
