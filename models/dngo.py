@@ -281,9 +281,8 @@ def surrogate(
         >>> posterior = ppbo.fit(small, data, ppbo.Train(), jax.random.key(0))
         >>> sorted(posterior.samples), posterior.num_samples
         (['alpha', 'b0', 'beta', 'w0'], 1)
-        >>> sampled = surrogate(hidden=(8,), num_steps=50, precisions="slice")
-        >>> ppbo.fit(sampled, data, ppbo.Train(), jax.random.key(0)).num_samples
-        16
+        >>> surrogate(hidden=(8,), precisions="slice").name  # 16 slice draws
+        'dngo(hidden=[8], steps=1000, precisions=slice)'
     """
     hidden = tuple(int(h) for h in hidden)
     if not hidden or min(hidden) < 1:
