@@ -11,12 +11,31 @@ seconds per step against n).
 
 Usage: ``python benchmarks/surrogates.py [--budget 60] [--seeds 3]
 [--surrogates gp,dngo,ablr,forest]``
+
+``--scaling`` measures instead the seconds of one campaign step against n on
+Hartmann-6 (d = 6) for n in ``--ns`` (default 100, 250, 500, 1000, 2000): a
+campaign is warm-started by telling it n - 1 uniformly random points
+(``Optimizer.add``), then its ``ask`` is timed. The first ask of a bucket
+includes compilation and starts the inference cold; a second ask at n (after
+telling the first) is the step a running campaign pays: compiled, and
+warm-started from the previous ask's posterior. Wall-clock and process CPU
+seconds are both recorded (the CPU seconds are less sensitive to other load on a
+shared machine). A surrogate is not run at the next n when its first ask there,
+predicted from the last by its cost law (n^3 for the GPs, n for the others),
+would exceed ``--max-seconds``; its step's CPU seconds there are extrapolated
+from its largest measured n by the same law (labelled as extrapolated; the plot
+shows CPU seconds). Writes
+``results/surrogates_scaling.json`` and ``results/surrogates_scaling.png``
+(log-log axes with O(n) and O(n^3) guides). Usage:
+``python benchmarks/surrogates.py --scaling [--surrogates dngo,ablr,forest,gp]
+[--ns 100,250,500,1000,2000] [--max-seconds 600]``
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -43,6 +62,138 @@ SPECS = {
     "ablr": {"name": "ablr"},
     "forest": {"name": "forest"},
 }
+
+
+#: Surrogates of the scaling benchmark: (registry spec, inference name or None
+#: for the surrogate's default). ``gp`` is the default MAP GP, ``gp_nuts`` the
+#: fully Bayesian GP, ``bnn`` the NUTS-sampled network.
+#: Cost law of each surrogate's step in n, for skipping and extrapolating.
+SCALING_EXPONENT = {"gp": 3.0, "gp_nuts": 3.0}
+
+SCALING = {
+    "dngo": ({"name": "dngo"}, None),
+    "ablr": ({"name": "ablr"}, None),
+    "forest": ({"name": "forest"}, None),
+    "dngo_slice": ({"name": "dngo", "precisions": "slice"}, None),
+    "gp": ("gp", None),
+    "bnn": ({"name": "bnn"}, None),
+    "gp_nuts": ("gp", "nuts"),
+}
+
+
+def _timed(fn):
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = fn()
+    return value, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def scaling_step(name: str, n: int, seed: int) -> dict:
+    """Seconds of the ask of a campaign told ``n - 1`` random Hartmann-6 points."""
+    problem = problems.get("hartmann6")
+    space = {f"x{i}": ppbo.Real(lo, hi) for i, (_, lo, hi) in enumerate(problem.space)}
+    spec, inference = SCALING[name]
+    opt = ppbo.Optimizer(space, surrogate=spec, inference=inference, seed=seed)
+    rng = np.random.default_rng(seed)
+    lo = np.array([lo for _, lo, _ in problem.space])
+    hi = np.array([hi for _, _, hi in problem.space])
+    X = lo + (hi - lo) * rng.uniform(size=(n - 1, problem.dim))
+    start = time.perf_counter()
+    for x in X:
+        opt.add({f"x{i}": float(v) for i, v in enumerate(x)}, float(problem(x)))
+    add_seconds = time.perf_counter() - start
+    trial, first, first_cpu = _timed(opt.ask)
+    assert trial.origin == "model", trial.origin
+    x = np.array([trial.params[f"x{i}"] for i in range(problem.dim)])
+    opt.tell(trial, float(problem(x)))
+    _, step, step_cpu = _timed(opt.ask)
+    return {
+        "n": n,
+        "add_seconds": add_seconds,
+        "first_ask_seconds": first,
+        "first_ask_cpu_seconds": first_cpu,
+        "step_seconds": step,
+        "step_cpu_seconds": step_cpu,
+    }
+
+
+def write_scaling(args, names: list[str], rows: dict) -> None:
+    ns = [int(n) for n in args.ns.split(",")]
+    extrapolated = {}
+    for name in names:
+        measured = {r["n"]: r["step_cpu_seconds"] for r in rows[name]}
+        if not measured:
+            continue
+        top = max(measured)
+        power = SCALING_EXPONENT.get(name, 1.0)
+        extrapolated[name] = {
+            n: measured[top] * (n / top) ** power for n in ns if n > top
+        }
+    result = {
+        "benchmark": "surrogates_scaling",
+        "problem": "hartmann6",
+        "dim": 6,
+        "ns": ns,
+        "seed": args.seed,
+        "max_seconds": args.max_seconds,
+        "specs": {
+            k: {"surrogate": SCALING[k][0], "inference": SCALING[k][1]} for k in names
+        },
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "jax": jax.__version__,
+        "rows": rows,
+        "extrapolation_exponents": {k: SCALING_EXPONENT.get(k, 1.0) for k in names},
+        "extrapolated_step_cpu_seconds": extrapolated,
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "surrogates_scaling.json").write_text(json.dumps(result, indent=2))
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for name in names:
+        if not rows[name]:
+            continue
+        n = [r["n"] for r in rows[name]]
+        t = [r["step_cpu_seconds"] for r in rows[name]]
+        (line,) = ax.plot(n, t, "o-", label=name)
+        if extrapolated.get(name):
+            en = [n[-1], *extrapolated[name]]
+            et = [t[-1], *extrapolated[name].values()]
+            ax.plot(en, et, ":", color=line.get_color())
+    grid = np.array([min(ns), max(ns)], dtype=float)
+    ax.plot(grid, 1.0 * grid / grid[0], "k--", lw=0.8, label="O(n)")
+    ax.plot(grid, 1.0 * (grid / grid[0]) ** 3, "k-.", lw=0.8, label="O(n^3)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="n (observations)",
+        ylabel="CPU seconds per ask (compiled, warm-started)",
+        title="Hartmann-6, warm-started campaign (dotted: extrapolated)",
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "surrogates_scaling.png", dpi=120)
+    plt.close(fig)
+
+
+def scaling(args) -> None:
+    names = args.surrogates.split(",")
+    rows = {name: [] for name in names}
+    for n in (int(n) for n in args.ns.split(",")):
+        for name in names:
+            if rows[name]:
+                last = rows[name][-1]
+                power = SCALING_EXPONENT.get(name, 1.0)
+                predicted = last["first_ask_seconds"] * (n / last["n"]) ** power
+                if predicted > args.max_seconds:
+                    continue
+            row = scaling_step(name, n, args.seed)
+            rows[name].append(row)
+            print(
+                f"{name} n={n}: first ask {row['first_ask_seconds']:.2f} s "
+                f"(cpu {row['first_ask_cpu_seconds']:.2f}), step "
+                f"{row['step_seconds']:.2f} s (cpu {row['step_cpu_seconds']:.2f})",
+                flush=True,
+            )
+            write_scaling(args, names, rows)
 
 
 def run(name: str, seed: int, budget: int) -> dict:
@@ -122,7 +273,16 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--surrogates", default=",".join(SPECS))
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--scaling", action="store_true")
+    parser.add_argument("--ns", default="100,250,500,1000,2000")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-seconds", type=float, default=600.0)
     args = parser.parse_args()
+    if args.scaling:
+        if args.surrogates == ",".join(SPECS):
+            args.surrogates = ",".join(SCALING)
+        scaling(args)
+        return
     names = args.surrogates.split(",")
     runs = {name: [] for name in names}
     for seed in range(args.seeds):

@@ -11,19 +11,26 @@ Bayesian linear regression (:mod:`ppbo.models.blr`) on the last hidden layer
     f(x) = \\phi(x)^T w, \\quad w \\sim \\mathcal N(0, \\alpha^{-1} I), \\quad
     y = f(x) + \\varepsilon, \\quad \\varepsilon \\sim \\mathcal N(0, \\beta^{-1})
 
-The precisions ``alpha`` and ``beta`` are set by maximising the marginal
-likelihood (Bishop 2006, eq. 3.86; :func:`ppbo.models.blr.maximize_evidence`),
-where Snoek et al. integrate them out by slice sampling. The predictive is
-Gaussian with mean ``phi^T m_N`` and latent variance ``phi^T S_N phi`` (Bishop
-2006, eq. 3.59); its cost is linear in n (the network) plus O(k^3) with k
-features, against the GP's O(n^3).
+The precisions ``alpha`` and ``beta`` are either integrated out by slice
+sampling their posterior, marginal likelihood (Bishop 2006, eq. 3.86) times
+prior, as Snoek et al. (2015, §3) do (``precisions="slice"``:
+:func:`ppbo.models.blr.sample_precisions`, ppbo's slice sampler), or set by
+maximising the marginal likelihood (``precisions="evidence"``, the default:
+:func:`ppbo.models.blr.maximize_evidence`), one sample at a fraction of the
+acquisition's cost. The predictive of one sample is Gaussian with mean
+``phi^T m_N`` and latent variance ``phi^T S_N phi`` (Bishop 2006, eq. 3.59); the
+framework's mixture over the sampled precisions is the predictive of
+Snoek et al. Its cost is linear in n (the network) plus O(k^3) with k features
+per sample, against the GP's O(n^3).
 
-Samples (leading axis ``s = 1``): ``w0, b0, w1, b1, ...`` the hidden layers'
-weights (fan-in, fan-out) and biases, ``alpha`` and ``beta``. The weight
-posterior is recomputed from the data by ``prepare``, so appending (fantasised)
-observations conditions the last layer (batches and pending points), and the
-surrogate offers joint covariances, the observation noise ``1 / beta`` and exact
-posterior sample paths ``phi(x)^T w`` with ``w ~ N(m_N, S_N)`` (Thompson sampling).
+Samples (leading axis ``s``: 1 with ``"evidence"``, the kept slice draws with
+``"slice"``): ``w0, b0, w1, b1, ...`` the hidden layers' weights (fan-in,
+fan-out) and biases (the same network in every sample), ``alpha`` and ``beta``.
+The weight posterior is recomputed from the data by ``prepare``, so appending
+(fantasised) observations conditions the last layer (batches and pending
+points), and the surrogate offers joint covariances, the observation noise
+``1 / beta`` and exact posterior sample paths ``phi(x)^T w`` with
+``w ~ N(m_N, S_N)`` (Thompson sampling).
 
 References:
     Snoek, J., Rippel, O., Swersky, K., Kiros, R., Satish, N., Sundaram, N.,
@@ -53,7 +60,17 @@ __all__ = [
     "network_layers",
     "train_network",
     "PATHS",
+    "PRECISIONS",
+    "SLICE_SCHEDULE",
 ]
+
+#: How the last layer's precisions are found: ``"evidence"`` (type-II maximum
+#: likelihood, one sample) or ``"slice"`` (slice-sampled, Snoek et al. 2015).
+PRECISIONS = ("evidence", "slice")
+#: Slice schedule of ``precisions="slice"`` (:func:`ppbo.models.blr.sample_precisions`):
+#: 16 draws kept from one chain, every 10th sweep after 100 sweeps of warm-up.
+#: Each draw multiplies the acquisition's cost (one BLR head per draw).
+SLICE_SCHEDULE = {"num_warmup": 100, "num_samples": 16, "thinning": 10}
 
 
 def init_network(key: jax.Array, sizes: Sequence[int]) -> dict[str, jax.Array]:
@@ -161,9 +178,12 @@ def train_network(
     return net
 
 
-def _trainer(key, data: Dataset, *, hidden, num_steps, learning_rate, weight_decay):
+def _trainer(
+    key, data: Dataset, *, hidden, num_steps, learning_rate, weight_decay, precisions
+):
     sizes = (data.X.shape[1], *hidden, 1)
     init_key, train_key = jax.random.split(key)
+    slice_key = jax.random.fold_in(key, 2)
     net = init_network(init_key, sizes)
     loss = partial(_network_loss, num_hidden=len(hidden), weight_decay=weight_decay)
     net = train_network(
@@ -174,9 +194,16 @@ def _trainer(key, data: Dataset, *, hidden, num_steps, learning_rate, weight_dec
         k: v for k, v in net.items() if k not in (f"w{len(hidden)}", f"b{len(hidden)}")
     }
     Phi = features(net, data.X)
-    alpha, beta = blr.maximize_evidence(Phi, data.y, data.mask)
+    if precisions == "slice":
+        alpha, beta = blr.sample_precisions(
+            slice_key, Phi, data.y, data.mask, **SLICE_SCHEDULE
+        )
+    else:
+        alpha, beta = (v[None] for v in blr.maximize_evidence(Phi, data.y, data.mask))
+    s = alpha.shape[0]
+    net = {k: jnp.broadcast_to(v, (s, *v.shape)) for k, v in net.items()}
     samples = dict(net, alpha=alpha, beta=beta)
-    return {k: jnp.asarray(v, jnp.float64)[None] for k, v in samples.items()}
+    return {k: jnp.asarray(v, jnp.float64) for k, v in samples.items()}
 
 
 def _prepare(params, data: Dataset) -> dict[str, jax.Array]:
@@ -222,6 +249,7 @@ def surrogate(
     num_steps: int = 1000,
     learning_rate: float = 1e-2,
     weight_decay: float = 0.0,
+    precisions: str = "evidence",
 ) -> Surrogate:
     """Build the DNGO surrogate (fitted by :class:`ppbo.Train`).
 
@@ -231,6 +259,10 @@ def surrogate(
         num_steps: full-batch Adam steps that train the network.
         learning_rate: Adam's step size.
         weight_decay: coefficient of an L2 penalty on the network's weights.
+        precisions: ``"evidence"`` (``alpha``, ``beta`` by type-II maximum
+            likelihood, one sample) or ``"slice"`` (slice-sampled from evidence
+            times :func:`ppbo.models.blr.log_precision_prior`, Snoek et al.
+            2015; :data:`SLICE_SCHEDULE` draws).
 
     Returns:
         A :class:`ppbo.Surrogate` with a ``trainer``, ``prepare`` (the weight
@@ -238,7 +270,8 @@ def surrogate(
         exact sample paths and conditioning.
 
     Raises:
-        ValueError: for an empty ``hidden``, non-positive widths or steps.
+        ValueError: for an empty ``hidden``, non-positive widths or steps, or
+            an unknown ``precisions``.
 
     Example:
         >>> import jax, numpy as np, ppbo
@@ -248,18 +281,23 @@ def surrogate(
         >>> posterior = ppbo.fit(small, data, ppbo.Train(), jax.random.key(0))
         >>> sorted(posterior.samples), posterior.num_samples
         (['alpha', 'b0', 'beta', 'w0'], 1)
+        >>> surrogate(hidden=(8,), precisions="slice").name  # 16 slice draws
+        'dngo(hidden=[8], steps=1000, precisions=slice)'
     """
     hidden = tuple(int(h) for h in hidden)
     if not hidden or min(hidden) < 1:
         raise ValueError(f"hidden must be a non-empty tuple of widths, got {hidden}")
     if int(num_steps) < 1:
         raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+    if precisions not in PRECISIONS:
+        raise ValueError(f"precisions must be one of {PRECISIONS}, got {precisions!r}")
     trainer = partial(
         _trainer,
         hidden=hidden,
         num_steps=int(num_steps),
         learning_rate=float(learning_rate),
         weight_decay=float(weight_decay),
+        precisions=precisions,
     )
     return Surrogate(
         trainer=trainer,
@@ -268,5 +306,6 @@ def surrogate(
         predict_joint=_predict_joint,
         noise=_noise,
         paths=PATHS,
-        name=f"dngo(hidden={list(hidden)}, steps={int(num_steps)})",
+        name=f"dngo(hidden={list(hidden)}, steps={int(num_steps)}"
+        + (", precisions=slice)" if precisions == "slice" else ")"),
     )

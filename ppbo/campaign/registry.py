@@ -25,6 +25,7 @@ __all__ = [
     "ACQUISITIONS",
     "INFERENCES",
     "SURROGATES",
+    "SURROGATE_INFERENCES",
     "acquisition_names",
     "make_inference",
     "resolve_surrogate",
@@ -63,10 +64,19 @@ def _multitask_gp(num_tasks: int = 2, kernel: str = "matern52") -> Surrogate:
     return multitask_gp.surrogate(num_tasks=int(num_tasks), kernel=kernel)
 
 
-def _dngo(width: int = 50, depth: int = 3, num_steps: int = 1000) -> Surrogate:
+def _dngo(
+    width: int = 50,
+    depth: int = 3,
+    num_steps: int = 1000,
+    precisions: str = "evidence",
+) -> Surrogate:
     from ppbo.models import dngo
 
-    return dngo.surrogate(hidden=(int(width),) * int(depth), num_steps=int(num_steps))
+    return dngo.surrogate(
+        hidden=(int(width),) * int(depth),
+        num_steps=int(num_steps),
+        precisions=precisions,
+    )
 
 
 def _ablr(
@@ -134,7 +144,10 @@ SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
         },
     ),
     "multitask_gp": (_multitask_gp, {"num_tasks": 2, "kernel": "matern52"}),
-    "dngo": (_dngo, {"width": 50, "depth": 3, "num_steps": 1000}),
+    "dngo": (
+        _dngo,
+        {"width": 50, "depth": 3, "num_steps": 1000, "precisions": "evidence"},
+    ),
     "ablr": (
         _ablr,
         {"num_tasks": 1, "width": 50, "depth": 3, "num_steps": 1000, "num_sources": 0},
@@ -217,6 +230,22 @@ SURROGATES["metabo_gp"] = (
         "basis_lengthscale": 0.2,
     },
 )
+
+
+def _bnn(width: int = 10, depth: int = 1) -> Surrogate:
+    from ppbo.models import bnn
+
+    return bnn.surrogate(hidden=(int(width),) * int(depth))
+
+
+# The NUTS-sampled Bayesian neural net (issue 13): ``depth`` tanh layers of
+# ``width`` units; small by default, as NUTS needs (Neal 1996 used one layer).
+SURROGATES["bnn"] = (_bnn, {"width": 10, "depth": 1})
+
+#: Inference (a name of :data:`INFERENCES`) used when none is given, for the
+#: surrogates whose NumPyro model is not meant for :data:`DEFAULT_INFERENCE`: a
+#: network's weights are sampled (a MAP network has no predictive variance).
+SURROGATE_INFERENCES: dict[str, str] = {"bnn": "nuts"}
 
 
 def _mcmc_counts(warmup_fraction: float) -> Callable[[int | None], dict]:
@@ -438,8 +467,10 @@ def resolve_components(
     """A campaign's surrogate, inference and acquisition, and their JSON specs.
 
     Defaults: the ``"gp"`` surrogate; :data:`DEFAULT_INFERENCE`, or
-    :class:`ppbo.Train` for a surrogate with its own trainer; the acquisition
-    its capabilities allow (:func:`ppbo.acquisition.base.default_acquisition`).
+    :class:`ppbo.Train` for a surrogate with its own trainer, or the
+    surrogate's entry of :data:`SURROGATE_INFERENCES` (NUTS for ``"bnn"``); the
+    acquisition its capabilities allow
+    (:func:`ppbo.acquisition.base.default_acquisition`).
 
     Returns:
         ``(components, specs)``: dicts with keys ``surrogate``, ``inference`` and
@@ -457,6 +488,8 @@ def resolve_components(
         from ppbo.inference import Train
 
         inference = Train()
+    if inference is None and surrogate_spec["name"] in SURROGATE_INFERENCES:
+        inference = SURROGATE_INFERENCES[surrogate_spec["name"]]
     inference, inference_spec = resolve_inference(inference)
     if acquisition is None:
         acquisition = default_acquisition(surrogate)

@@ -1,6 +1,7 @@
 """The network and forest surrogates of the registry run campaigns that resume.
 
-Each named surrogate (``"dngo"``, ``"ablr"``, ``"forest"``, small settings) runs a
+Each named surrogate (``"dngo"`` with evidence-set or slice-sampled precisions,
+``"ablr"``, ``"forest"``; small settings) runs a
 short ``ppbo.Optimizer`` campaign on SQLite storage; a second campaign is
 "killed" after an ask, reloaded from storage by name alone (its spec comes back
 from the registry) and continued. Reference: the uninterrupted campaign, whose
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 import ppbo
-from ppbo.campaign.registry import SURROGATES, resolve_surrogate
+from ppbo.campaign.registry import SURROGATES, resolve_components, resolve_surrogate
 from ppbo.storage import SQLiteStorage
 
 FAST = {"num_raw": 64, "num_restarts": 2, "max_iterations": 20}
@@ -19,6 +20,13 @@ SPECS = {
     "dngo": {"name": "dngo", "width": 16, "depth": 2, "num_steps": 200},
     "ablr": {"name": "ablr", "width": 16, "depth": 2, "num_steps": 200},
     "forest": {"name": "forest", "num_trees": 8},
+    "dngo_slice": {
+        "name": "dngo",
+        "width": 16,
+        "depth": 2,
+        "num_steps": 200,
+        "precisions": "slice",
+    },
 }
 
 
@@ -27,11 +35,14 @@ def objective(params):
     return float((x - 0.3) ** 2 + (y - 0.6) ** 2 + 0.1 * np.sin(9.0 * x))
 
 
-def _campaign(run, storage, name, spec, acquisition, steps, stop_at=None):
+def _campaign(
+    run, storage, name, spec, acquisition, steps, stop_at=None, inference=None
+):
     def make():
         return ppbo.Optimizer(
             {"x": ppbo.Real(0.0, 1.0), "y": ppbo.Real(0.0, 1.0)},
             surrogate=spec,
+            inference=inference,
             acquisition=acquisition,
             n_initial=3,
             seed=11,
@@ -47,7 +58,7 @@ def _campaign(run, storage, name, spec, acquisition, steps, stop_at=None):
 
 
 def test_registry_entries_build_the_model_files_surrogates():
-    for name in SPECS:
+    for name in ("dngo", "ablr", "forest"):
         assert name in SURROGATES
         surrogate, spec = resolve_surrogate(name)
         assert spec["name"] == name and surrogate.trainer is not None
@@ -58,7 +69,13 @@ def test_registry_entries_build_the_model_files_surrogates():
 
 @pytest.mark.parametrize(
     "name, acquisition",
-    [("dngo", "log_ei"), ("ablr", "ei"), ("forest", "log_ei"), ("forest", "thompson")],
+    [
+        ("dngo", "log_ei"),
+        ("ablr", "ei"),
+        ("forest", "log_ei"),
+        ("forest", "thompson"),
+        pytest.param("dngo_slice", "log_ei", marks=pytest.mark.slow),
+    ],
 )
 def test_campaign_resumes_with_the_uninterrupted_suggestions(
     tmp_path, name, acquisition, interrupted_campaign
@@ -105,3 +122,16 @@ def test_list_options_resolve_to_one_cached_surrogate():
     again, _ = resolve_surrogate(stored)
     assert again is built
     assert stored["meta_features"] == spec["meta_features"]
+
+
+def test_bnn_is_a_registry_entry_sampled_by_nuts_by_default():
+    components, specs = resolve_components("bnn")
+    assert specs["surrogate"] == {"name": "bnn", "width": 10, "depth": 1}
+    assert type(components["inference"]) is ppbo.NUTS
+    assert components["surrogate"].name == "bnn(hidden=[10])"
+    assert resolve_surrogate({"name": "bnn", "width": 4, "depth": 2})[0].name == (
+        "bnn(hidden=[4, 4])"
+    )
+    # an explicit inference still wins; the campaign that resumes by the name
+    # alone is in tests/models/test_bnn.py
+    assert resolve_components("bnn", "slice")[1]["inference"]["name"] == "Slice"

@@ -3,7 +3,10 @@
 References: the weight posterior from dense numpy linear algebra (Bishop 2006,
 eqs. 3.53-3.54); the evidence as the Gaussian density of y under the marginal
 covariance ``Phi Phi^T / alpha + I / beta`` (scipy.stats), which shares no code
-with eq. 3.86; the type-II maximum from scipy's bounded L-BFGS-B.
+with eq. 3.86; the type-II maximum from scipy's bounded L-BFGS-B; the
+slice-sampled precisions against their posterior on a dense grid (that evidence
+times the prior, written out in numpy), with tolerances from the Monte Carlo
+error at the chains' effective sample size.
 """
 
 import jax
@@ -109,3 +112,88 @@ def test_maximize_evidence_finds_the_bounded_type_ii_maximum(problem):
     np.testing.assert_allclose(np.log([alpha, beta]), best.x, atol=1e-3)
     # the true noise standard deviation is 0.3: beta = 11 within sampling error
     assert 4.0 < float(beta) < 30.0
+
+
+def _log_prior(log_alpha, log_beta):
+    # written out from the docstring's formula: top-hat on log alpha, the
+    # horseshoe approximation log(1 + 3 s^2 / v^2) on v = 1 / beta with the
+    # Jacobian |dv / dlog beta| = v, inside the box
+    s2 = blr.NOISE_HORSESHOE_SCALE**2
+    value = np.log(np.log1p(3.0 * s2 * np.exp(2.0 * log_beta))) - log_beta
+    inside = (
+        (blr.LOG_ALPHA_BOUNDS[0] <= log_alpha)
+        & (log_alpha <= blr.LOG_ALPHA_BOUNDS[1])
+        & (blr.LOG_BETA_BOUNDS[0] <= log_beta)
+        & (log_beta <= blr.LOG_BETA_BOUNDS[1])
+    )
+    return np.where(inside, value, -np.inf)
+
+
+def _grid_posterior(Phi, y, size=301):
+    """Posterior of (log alpha, log beta) on a dense grid over the prior's box:
+    the Gaussian density of y under Phi Phi^T / alpha + I / beta, by batched
+    dense determinants and solves, times the prior."""
+    la = np.linspace(*blr.LOG_ALPHA_BOUNDS, size)
+    lb = np.linspace(*blr.LOG_BETA_BOUNDS, size)
+    n = len(y)
+    G, eye = Phi @ Phi.T, np.eye(n)
+    log_post = np.empty((size, size))
+    for i, log_alpha in enumerate(la):
+        cov = G / np.exp(log_alpha) + eye / np.exp(lb)[:, None, None]
+        _, logdet = np.linalg.slogdet(cov)
+        quad = np.einsum("i,bi->b", y, np.linalg.solve(cov, y[None, :, None])[..., 0])
+        log_post[i] = -0.5 * (quad + logdet + n * np.log(2 * np.pi))
+    log_post += _log_prior(la[:, None], lb[None, :])
+    weights = np.exp(log_post - log_post.max())
+    weights /= weights.sum()
+    LA, LB = np.meshgrid(la, lb, indexing="ij")
+    moments = {}
+    for name, values in (("log_alpha", LA), ("log_beta", LB)):
+        mean = np.sum(weights * values)
+        moments[name] = (mean, np.sqrt(np.sum(weights * (values - mean) ** 2)))
+    return moments
+
+
+def test_sampled_precisions_follow_the_dense_grid_posterior(problem):
+    from numpyro.diagnostics import effective_sample_size
+
+    Phi, y, mask, n = problem
+    chains, draws = 4, 500
+    alpha, beta = jax.jit(
+        lambda key: blr.sample_precisions(
+            key,
+            jnp.asarray(Phi),
+            jnp.asarray(y),
+            mask,
+            num_warmup=100,
+            num_samples=draws,
+            thinning=1,
+            num_chains=chains,
+        )
+    )(jax.random.key(7))
+    reference = _grid_posterior(Phi[:n], y[:n])
+    for name, values in (("log_alpha", np.log(alpha)), ("log_beta", np.log(beta))):
+        per_chain = np.asarray(values).reshape(chains, draws)
+        ess = float(effective_sample_size(per_chain))
+        mean, sd = reference[name]
+        assert ess > 200, (name, ess)  # the chains mix
+        # Monte Carlo standard errors of the mean and (Gaussian approximation)
+        # of the standard deviation; 4.5 of them (the grid's own error is
+        # orders of magnitude smaller at this resolution)
+        assert abs(per_chain.mean() - mean) < 4.5 * sd / np.sqrt(ess), name
+        assert abs(per_chain.std() - sd) < 4.5 * sd / np.sqrt(2.0 * ess), name
+
+
+def test_sample_precisions_refuses_bad_counts(problem):
+    Phi, y, mask, _ = problem
+    with pytest.raises(ValueError, match="num_samples must be >= 1, got 0"):
+        blr.sample_precisions(jax.random.key(0), Phi, y, mask, num_samples=0)
+
+
+def test_log_precision_prior_is_the_tophat_and_horseshoe_density():
+    rng = np.random.default_rng(0)
+    log_alpha = rng.uniform(-12.0, 12.0, 200)
+    log_beta = rng.uniform(-6.0, 16.0, 200)
+    ours = jax.vmap(blr.log_precision_prior)(log_alpha, log_beta)
+    np.testing.assert_allclose(ours, _log_prior(log_alpha, log_beta), rtol=1e-12)
+    assert np.isneginf(ours).any() and np.isfinite(ours).any()

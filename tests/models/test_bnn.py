@@ -111,6 +111,8 @@ def test_sample_paths_are_the_samples_networks(posterior):
 
 
 SMALL = bnn.surrogate((4,))
+#: The registry's name for SMALL: the campaign stores it and reloads by name.
+SMALL_SPEC = {"name": "bnn", "width": 4, "depth": 1}
 TINY_NUTS = ppbo.NUTS(num_warmup=30, num_samples=16)
 FAST = {"num_raw": 64, "num_restarts": 2, "max_iterations": 20}
 
@@ -122,7 +124,7 @@ def _campaign(run, storage, name, steps, stop_at=None):
     def make():
         return ppbo.Optimizer(
             {"x": ppbo.Real(0.0, 1.0)},
-            surrogate=SMALL,
+            surrogate=SMALL_SPEC,
             inference=TINY_NUTS,
             n_initial=3,
             seed=5,
@@ -132,7 +134,7 @@ def _campaign(run, storage, name, steps, stop_at=None):
         )
 
     def load():
-        return ppbo.Optimizer.load(storage, name, surrogate=SMALL)
+        return ppbo.Optimizer.load(storage, name)  # the registry rebuilds SMALL
 
     def value(trial):
         return float(function(np.array(trial.params["x"])))

@@ -156,8 +156,47 @@ def test_one_compilation_per_bucket(data, compile_counter):
     assert compile_counter.count == 0
 
 
+SLICED = dngo.surrogate(hidden=(16, 16), num_steps=300, precisions="slice")
+
+
+def test_sliced_precisions_keep_the_network_and_give_per_sample_blr_heads(
+    posterior, data
+):
+    # the posterior of the sampled precisions themselves is checked against a
+    # dense grid in tests/models/test_blr.py; here: DNGO wires them per sample
+    sliced = ppbo.fit(SLICED, data, ppbo.Train(), jax.random.key(1))
+    s = dngo.SLICE_SCHEDULE["num_samples"]
+    assert sliced.num_samples == s
+    for name in ("w0", "b0", "w1", "b1"):  # the same key trains the same network
+        np.testing.assert_array_equal(
+            sliced.samples[name],
+            np.broadcast_to(
+                posterior.samples[name][0], (s, *posterior.samples[name].shape[1:])
+            ),
+        )
+    alpha, beta = (
+        np.asarray(sliced.samples["alpha"]),
+        np.asarray(sliced.samples["beta"]),
+    )
+    assert len(np.unique(alpha)) > 1 and len(np.unique(beta)) > 1
+    X, y, _ = data.unpadded()
+    Phi = _features(posterior, X)
+    Xs = np.linspace(0.0, 1.0, 9)[:, None]
+    Phis = _features(posterior, Xs)
+    mean, var = sliced.predict(Xs)
+    for i in (0, s // 2, s - 1):
+        mean_w, S = _dense(Phi, y, alpha[i], beta[i])
+        np.testing.assert_allclose(mean[i], Phis @ mean_w, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(
+            var[i], np.einsum("mi,ij,mj->m", Phis, S, Phis), rtol=1e-7, atol=1e-12
+        )
+        np.testing.assert_allclose(sliced.noise_var(Xs)[i], 1.0 / beta[i], rtol=1e-12)
+
+
 def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="hidden"):
         dngo.surrogate(hidden=())
     with pytest.raises(ValueError, match="num_steps"):
         dngo.surrogate(num_steps=0)
+    with pytest.raises(ValueError, match="precisions must be one of .* got 'nuts'"):
+        dngo.surrogate(precisions="nuts")
