@@ -49,7 +49,7 @@ def run(n: int, steps: int, inference: str, seed: int = 0) -> list[dict]:
     rows = []
     for step in range(steps + 1):
         start, compiles = time.perf_counter(), _COMPILES[0]
-        (trial,) = opt.ask()
+        trial = opt.ask()
         seconds = time.perf_counter() - start
         posterior = opt.posterior
         row = {

@@ -53,12 +53,12 @@ _HARTMANN6 = benchmarks.get("hartmann6")
 SIZES = [20, 50, 100, 200, 500, 1000]
 
 #: Setting name -> the inference config it fits with. ``nuts_default`` is what
-#: ``inference="nuts"`` gives a campaign; ``nuts_256`` the full 256-iteration
-#: warm-up on every refit (the default before warm refits adapted only the step
-#: size); ``slice`` the slice sampler's defaults.
+#: ``inference="nuts"`` gives a campaign; ``nuts_256`` the defaults before (256
+#: warm-up iterations with mass-matrix adaptation on every refit, 256 draws);
+#: ``slice`` the slice sampler's defaults.
 SETTINGS = {
     "nuts_default": lambda: ppbo.NUTS(),
-    "nuts_256": lambda: ppbo.NUTS(refit_warmup=None),
+    "nuts_256": lambda: ppbo.NUTS(num_samples=256, refit_warmup=None),
     "nuts_refit32": lambda: ppbo.NUTS(refit_warmup=32),
     "nuts_refit64": lambda: ppbo.NUTS(refit_warmup=64),
     "nuts_refit64_128": lambda: ppbo.NUTS(refit_warmup=64, num_samples=128),
