@@ -43,8 +43,8 @@ objective of :mod:`ppbo.preference.anchors`): a Dataset's ``duel_weight`` (per
 duel) and ``weight`` (per row, read at the anchors) multiply each
 log-likelihood term, a weighted (tempered) likelihood,
 
-.. math:: \\log p_w(D \\mid f) = \beta \\sum_k w_k \\log\\Phi(z_k)
-    + (1 - \beta) \\sum_l w_l \\log \\mathcal N(y_l \\mid f_l, r_l),
+.. math:: \\log p_w(D \\mid f) = \\beta \\sum_k w_k \\log\\Phi(z_k)
+    + (1 - \\beta) \\sum_l w_l \\log \\mathcal N(y_l \\mid f_l, r_l),
 
 in NUTS's joint density, in Newton's mode and Hessian (so in the Laplace
 posterior and the preference evidence) and in the anchors' closed-form
