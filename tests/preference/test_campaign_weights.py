@@ -32,7 +32,7 @@ def _play(opts, rounds):
             opt.tell(pair, answer(pair))
 
 
-def test_weighted_penalty_weights_by_age_and_resumes_exactly(tmp_path):
+def test_weighted_penalty_weights_by_age_and_resumes_exactly(tmp_path, compile_counter):
     path = str(tmp_path / "drift.db")
     straight = make(**DRIFT)
     interrupted = make(storage=path, name="drift", **DRIFT)
@@ -61,6 +61,12 @@ def test_weighted_penalty_weights_by_age_and_resumes_exactly(tmp_path):
     np.testing.assert_allclose(
         sorted(np.asarray(data.weight)[rows]), [0.8**5, 0.8**2], rtol=1e-15
     )
+    # the weights are data: a new duel in the same buckets (12 rows -> 16, 5
+    # duels -> 8) changes every weight and compiles nothing
+    straight.tell(a, answer(a))
+    with compile_counter.measure():
+        straight.ask()
+    assert compile_counter.count == 0
 
 
 def test_weighted_penalty_options_are_checked():
