@@ -18,11 +18,13 @@ Anchors: ``2 d + 2`` Sobol points measured with **heteroscedastic noise**,
 ``y = f(x) + e``, ``e ~ N(0, s(x)^2)``, ``s(x) = 0.05 R (0.2 + 2 u_1)`` (``u_1``
 the first unit coordinate), all given before the first comparison.
 
-Arms (``--arms``): ``eubo`` and ``dueling_thompson`` without anchors;
+Arms (``--arms``): ``sobol`` (every pair from the space-filling design, the
+random baseline), ``eubo`` and ``dueling_thompson`` without anchors;
 ``eubo+anchors`` (homoscedastic anchor noise), ``eubo+anchors-het`` (the
 most-likely heteroscedastic noise), ``eubo+anchors-sw`` / ``eubo+anchors-restart``
 (the sliding-window and restart strategies with a window / horizon of half the
-comparisons), ``eubo+anchors-budget`` (a budget of half the anchors, added one by
+comparisons), ``eubo+anchors-wp`` (the weighted penalty with a half-life of half
+the comparisons), ``eubo+anchors-budget`` (a budget of half the anchors, added one by
 one with replacement), ``dueling_thompson+anchors`` and ``anpei+anchors-het``.
 
 Scores: the **utility regret** ``-u(x_rec)`` of the recommendation ``x_rec``, the
@@ -56,6 +58,7 @@ RESULTS = Path(__file__).parent / "results"
 LEVELS = {"low": 0.01, "medium": 0.05, "high": 0.1}
 PROBLEMS = ("forrester", "six_hump_camel", "branin", "hartmann6", "ackley6")
 ARMS = {
+    "sobol": {"acquisition": "eubo", "anchors": False, "design_only": True},
     "eubo": {"acquisition": "eubo", "anchors": False},
     "dueling_thompson": {"acquisition": "dueling_thompson", "anchors": False},
     "eubo+anchors": {"acquisition": "eubo", "anchors": True},
@@ -73,6 +76,11 @@ ARMS = {
         "acquisition": "eubo",
         "anchors": True,
         "anchor_strategy": "restart",
+    },
+    "eubo+anchors-wp": {
+        "acquisition": "eubo",
+        "anchors": True,
+        "anchor_strategy": "weighted_penalty",
     },
     "eubo+anchors-budget": {"acquisition": "eubo", "anchors": True, "budget": True},
     "dueling_thompson+anchors": {"acquisition": "dueling_thompson", "anchors": True},
@@ -150,6 +158,12 @@ def run_one(problem_name: str, arm: str, level: str, seed: int, comparisons: int
         }
     elif spec.get("anchor_strategy") == "restart":
         options = {"anchor_strategy": "restart", "strategy_options": {"horizon": half}}
+    elif spec.get("anchor_strategy") == "weighted_penalty":
+        # half-life of half the comparisons: the same memory as the window
+        options = {
+            "anchor_strategy": "weighted_penalty",
+            "strategy_options": {"decay": 0.5 ** (1.0 / half)},
+        }
     X0, Y0 = anchors_for(problem, seed)
     if spec.get("budget"):
         options["anchor_budget"] = max(1, len(X0) // 2)
@@ -158,7 +172,8 @@ def run_one(problem_name: str, arm: str, level: str, seed: int, comparisons: int
         seed=seed,
         acquisition=spec["acquisition"],
         anchor_noise=spec.get("anchor_noise", "homoscedastic"),
-        n_initial=4 * d,
+        # the space-filling baseline: every pair from the Sobol' design
+        n_initial=4 * d + (comparisons if spec.get("design_only") else 0),
         direction="minimize",
         **options,
     )

@@ -38,6 +38,26 @@ Newton runs in whitened coordinates ``f = mu + L u`` (``K = L L^T``), where the
 Hessian of the log posterior is ``-(I + L^T W L)`` for any, not only diagonal,
 likelihood Hessian ``-W``: a duel couples two rows.
 
+**Per-observation weights** (the weighted-penalty strategy for a drifting
+objective of :mod:`ppbo.preference.anchors`): a Dataset's ``duel_weight`` (per
+duel) and ``weight`` (per row, read at the anchors) multiply each
+log-likelihood term, a weighted (tempered) likelihood,
+
+.. math:: \\log p_w(D \\mid f) = \\beta \\sum_k w_k \\log\\Phi(z_k)
+    + (1 - \\beta) \\sum_l w_l \\log \\mathcal N(y_l \\mid f_l, r_l),
+
+in NUTS's joint density, in Newton's mode and Hessian (so in the Laplace
+posterior and the preference evidence) and in the anchors' closed-form
+evidence, where ``N(y | f, r)^w = c(r, w) N(y | f, r / w)`` with
+``log c = log(2 pi r / w) / 2 - w log(2 pi r) / 2``, so the anchors' evidence is
+``log N(Y0 | mean, K00 + diag(r / w)) + sum_l log c_l``. Weights of 1 give the
+unweighted model bit for bit; a weight of 0 is the same as dropping the duel or
+the anchor. Weighting log-likelihood terms is the power / tempered likelihood
+of Grünwald and van Ommen (2017, "Inconsistency of Bayesian inference for
+misspecified linear models, and a proposal for repairing it", eq. (1)), applied
+per observation as the discounted UCB of Garivier and Moulines (2011) weights
+its rewards.
+
 Sites: ``lengthscale`` (d,), ``outputscale`` (``sigma_f^2``), ``mean`` (constant
 prior mean ``mu``), ``preference_noise`` (the probit noise variance
 ``sigma^2``), ``noise`` (anchor noise variance; absent with a noise function) and
@@ -177,15 +197,17 @@ def duel_log_likelihood(
     """Probit log-likelihood of the duels, ``sum_k w_k log Phi(z_k)``.
 
     ``z_k = (f[a_k] - f[b_k]) / sqrt(2 sigma^2)`` (Chu and Ghahramani 2005, eq. (3)),
-    padded duels excluded; 0 without duels. The optional weights ``w_k`` (all 1 by
-    default) down-weight old duels, the weighted-penalty strategy of
-    :mod:`ppbo.preference.anchors`; ``w_k = 0`` is the same as dropping duel k.
+    padded duels excluded; 0 without duels. The weights ``w_k`` (``weights``, else
+    the dataset's ``duel_weight``, else all 1) down-weight old duels, the
+    weighted-penalty strategy of :mod:`ppbo.preference.anchors`; ``w_k = 0`` is the
+    same as dropping duel k.
 
     Args:
         f: latent values at the rows, shape (capacity,).
         data: a dataset with ``duels`` (row ``duels[k, 0]`` preferred).
         preference_noise: the probit noise variance ``sigma^2``.
-        weights: optional per-duel weights, shape (duel_capacity,) or scalar.
+        weights: optional per-duel weights, shape (duel_capacity,) or scalar;
+            None uses ``data.duel_weight`` (all 1 when that is None).
 
     Example:
         >>> import jax.numpy as jnp
@@ -199,6 +221,7 @@ def duel_log_likelihood(
     diff = f[data.duels[:, 0]] - f[data.duels[:, 1]]
     z = diff / jnp.sqrt(2.0 * preference_noise)
     terms = log_ndtr(z)
+    weights = data.duel_weight if weights is None else weights
     if weights is not None:
         terms = jnp.asarray(weights, dtype=f.dtype) * terms
     return jnp.sum(jnp.where(data.duel_mask, terms, 0.0))
@@ -209,14 +232,16 @@ def anchor_log_likelihood(
 ) -> jax.Array:
     """Gaussian log-likelihood of the anchor rows, ``sum_l w_l log N(y_l | f_l, r_l)``.
 
-    The optional weights (all 1 by default) are those of the weighted-penalty
-    strategy of :mod:`ppbo.preference.anchors`; ``w_l = 0`` drops anchor l.
+    The weights (``weights``, else the dataset's per-row ``weight``, else all 1)
+    are those of the weighted-penalty strategy of :mod:`ppbo.preference.anchors`;
+    ``w_l = 0`` drops anchor l.
 
     Args:
         f: latent values at the rows, shape (capacity,).
         data: a dataset whose ``anchor`` flags mark the measured rows (none: 0).
         noise: anchor noise variance per row, shape (capacity,) or scalar.
-        weights: optional per-row weights, shape (capacity,) or scalar.
+        weights: optional per-row weights, shape (capacity,) or scalar; None
+            uses ``data.weight`` (all 1 when that is None).
 
     Example:
         >>> import jax.numpy as jnp
@@ -228,6 +253,7 @@ def anchor_log_likelihood(
     noise = jnp.broadcast_to(jnp.asarray(noise, dtype=f.dtype), f.shape)
     safe = jnp.where(rows, noise, 1.0)
     terms = -0.5 * ((data.y - f) ** 2 / safe + jnp.log(2.0 * math.pi * safe))
+    weights = data.weight if weights is None else weights
     if weights is not None:
         terms = jnp.asarray(weights, dtype=f.dtype) * terms
     return jnp.sum(jnp.where(rows, terms, 0.0))
@@ -262,7 +288,7 @@ def _likelihood_derivatives(f, params, data, config, beta, anchors):
     A duel contributes ``lambda(z) / s`` and ``-lambda(z) (z + lambda(z)) / s^2``
     along ``e_a - e_b``, with ``lambda = N / Phi`` and ``s = sqrt(2 sigma^2)``
     (Rasmussen and Williams 2006, eqs. (3.16) and (3.18)); an anchor ``(y - f) /
-    r`` and ``-1 / r`` on the diagonal.
+    r`` and ``-1 / r`` on the diagonal; each times its weight.
     """
     n = data.capacity
     grad = jnp.zeros(n, dtype=f.dtype)
@@ -275,12 +301,16 @@ def _likelihood_derivatives(f, params, data, config, beta, anchors):
         z = (D @ f) / scale
         lam = jnp.exp(-0.5 * z**2 - 0.5 * math.log(2.0 * math.pi) - log_ndtr(z))
         weight = jnp.where(data.duel_mask, beta, 0.0)
+        if data.duel_weight is not None:
+            weight = weight * data.duel_weight
         grad = grad + D.T @ (weight * lam / scale)
         hess = hess - (D.T * (weight * lam * (z + lam) / scale**2)) @ D
     if anchors and data.anchor is not None and beta != 1.0:
         rows = _anchor_rows(data)
         noise = jnp.where(rows, _anchor_noise(params, data, config), 1.0)
         weight = jnp.where(rows, 1.0 - beta, 0.0)
+        if data.weight is not None:
+            weight = weight * data.weight
         grad = grad + weight * (data.y - f) / noise
         hess = hess - jnp.diag(weight / noise)
     return grad, hess
@@ -390,7 +420,11 @@ def anchor_log_evidence(
     """``log p(Y0 | X0, theta) = log N(Y0 | mean, K00 + diag(r))`` in closed form.
 
     Rasmussen and Williams (2006), eq. (2.30), over the rows flagged as anchors;
-    0 without anchors.
+    0 without anchors. With per-row weights ``w`` (``data.weight``) it is the
+    evidence of the weighted likelihood ``prod_l N(y_l | f_l, r_l)^{w_l}``:
+    ``log N(Y0 | mean, K00 + diag(r / w)) + sum_l (log(2 pi r_l / w_l) - w_l
+    log(2 pi r_l)) / 2`` over the anchors with ``w_l > 0`` (those with ``w_l = 0``
+    drop out).
 
     Example:
         >>> import jax.numpy as jnp
@@ -402,9 +436,21 @@ def anchor_log_evidence(
     """
     config = _Config(kernel=kernel, priors={}, beta=0.0, anchor_noise=anchor_noise)
     rows = _anchor_rows(data)
+    noise = _anchor_noise(params, data, config)
+    constant = 0.0
+    if data.weight is not None:
+        # N(y | f, r)^w = c N(y | f, r / w), log c = (log(2 pi r / w) - w log(2 pi
+        # r)) / 2; weight-0 rows leave the product.
+        rows = rows & (data.weight > 0)
+        w = jnp.where(rows, data.weight, 1.0)
+        safe = jnp.where(rows, noise, 1.0)
+        log_c = 0.5 * (jnp.log(2.0 * math.pi * safe / w))
+        log_c = log_c - 0.5 * w * jnp.log(2.0 * math.pi * safe)
+        constant = jnp.sum(jnp.where(rows, log_c, 0.0))
+        noise = safe / w
     kernel_fn = params["outputscale"] * KERNELS[kernel](params["lengthscale"])
     K = kernel_fn.matrix(data.X, data.X)
-    K = K + jnp.diag(_anchor_noise(params, data, config))
+    K = K + jnp.diag(noise)
     K = K + JITTER * params["outputscale"] * jnp.eye(K.shape[0], dtype=K.dtype)
     L = jnp.linalg.cholesky(masked_covariance(K, rows))
     r = jnp.where(rows, data.y - params["mean"], 0.0)
@@ -414,6 +460,7 @@ def anchor_log_evidence(
         -0.5 * a @ a
         - jnp.sum(jnp.where(rows, jnp.log(jnp.diag(L)), 0.0))
         - 0.5 * num * math.log(2.0 * math.pi)
+        + constant
     )
 
 

@@ -3,7 +3,8 @@
 A :class:`Dataset` holds the inputs ``X`` (n, d), outputs ``y`` (n,) and integer task
 ids of a campaign, padded to a capacity bucket with a boolean ``mask``, and optional
 structured fields: duels (pairs of row indices, padded to a bucket of their own with
-``duel_mask``), per-row anchor flags and per-row source ids. Every array
+``duel_mask``), per-row anchor flags, per-row source ids and per-observation
+likelihood weights (per row and per duel). Every array
 keeps its shape while the number of observations grows inside a bucket, so the
 compiled fit and acquisition code is reused when one observation is added.
 """
@@ -97,6 +98,17 @@ def _integers(name: str, array: np.ndarray) -> np.ndarray:
     return array.astype(np.int32)
 
 
+def _padded_weights(name: str, value: Any, n: int, capacity: int) -> jax.Array:
+    array = _as_float64(name, value)
+    if array.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},), got shape {array.shape}")
+    _check_finite(name, array)
+    if np.any(array < 0):
+        i = int(np.argmin(array))
+        raise ValueError(f"{name} must be >= 0, got {name}[{i}] = {array[i]}")
+    return jnp.asarray(np.concatenate([array, np.zeros(capacity - n)]))
+
+
 def _padded_duels(
     duels: Any, n: int, duel_capacity: int | None
 ) -> tuple[jax.Array, jax.Array]:
@@ -144,9 +156,9 @@ class Dataset:
 
     The optional fields are None when not given (and then no pytree leaves, so
     code that ignores them compiles as before); when given they are padded like
-    the rest: ``anchor`` with False, ``source`` with -1 and ``duels`` with rows
-    ``[0, 0]`` whose ``duel_mask`` is False, to ``duel_capacity`` (by default
-    ``bucket_capacity(m)``).
+    the rest: ``anchor`` with False, ``source`` with -1, ``weight`` with 0 and
+    ``duels`` with rows ``[0, 0]`` whose ``duel_mask`` is False (``duel_weight``
+    with 0), to ``duel_capacity`` (by default ``bucket_capacity(m)``).
 
     Args:
         X: inputs, shape (n, d), float64 (Python lists of numbers are accepted).
@@ -159,6 +171,11 @@ class Dataset:
         source: optional per-row source ids, integer, shape (n,); -1 marks the
             target task, ``0, 1, ...`` the source tasks.
         duel_capacity: padded number of duels; defaults to ``bucket_capacity(m)``.
+        weight: optional per-row likelihood weights, finite and >= 0, shape (n,)
+            (a tempered likelihood: each row's log-likelihood term times its
+            weight; models that support it say so).
+        duel_weight: optional per-duel likelihood weights, finite and >= 0,
+            shape (m,); needs ``duels``.
 
     Raises:
         ValueError: for empty data, wrong shapes, non-float64 arrays, NaN or inf
@@ -181,7 +198,18 @@ class Dataset:
         ((8, 2), [True, True, False], True)
     """
 
-    __slots__ = ("X", "y", "task", "mask", "duels", "duel_mask", "anchor", "source")
+    __slots__ = (
+        "X",
+        "y",
+        "task",
+        "mask",
+        "duels",
+        "duel_mask",
+        "anchor",
+        "source",
+        "weight",
+        "duel_weight",
+    )
 
     X: jax.Array
     y: jax.Array
@@ -191,6 +219,8 @@ class Dataset:
     duel_mask: jax.Array | None
     anchor: jax.Array | None
     source: jax.Array | None
+    weight: jax.Array | None
+    duel_weight: jax.Array | None
 
     def __init__(
         self,
@@ -203,6 +233,8 @@ class Dataset:
         anchor: Any = None,
         source: Any = None,
         duel_capacity: int | None = None,
+        weight: Any = None,
+        duel_weight: Any = None,
     ) -> None:
         _require_x64()
         X = _as_float64("X", X)
@@ -283,6 +315,16 @@ class Dataset:
             self.duels, self.duel_mask = _padded_duels(duels, n, duel_capacity)
         elif duel_capacity is not None:
             raise ValueError(f"duel_capacity={duel_capacity} was given without duels")
+        self.weight = self.duel_weight = None
+        if weight is not None:
+            self.weight = _padded_weights("weight", weight, n, capacity)
+        if duel_weight is not None:
+            if duels is None:
+                raise ValueError("duel_weight was given without duels")
+            m = int(np.sum(np.asarray(self.duel_mask)))
+            self.duel_weight = _padded_weights(
+                "duel_weight", duel_weight, m, int(self.duels.shape[0])
+            )
 
     # -- pytree -------------------------------------------------------------------
     def tree_flatten(self):
@@ -362,6 +404,10 @@ class Dataset:
             "duels": None if self.duels is None else np.asarray(self.duels)[:m],
             "anchor": None if self.anchor is None else np.asarray(self.anchor)[:n],
             "source": None if self.source is None else np.asarray(self.source)[:n],
+            "weight": None if self.weight is None else np.asarray(self.weight)[:n],
+            "duel_weight": (
+                None if self.duel_weight is None else np.asarray(self.duel_weight)[:m]
+            ),
         }
         return {k: v for k, v in fields.items() if v is not None}
 
@@ -384,12 +430,15 @@ class Dataset:
         duels: Any = None,
         anchor: Any = None,
         source: Any = None,
+        weight: Any = None,
+        duel_weight: Any = None,
     ) -> Dataset:
         """Return a new dataset with observations added (same bucket when they fit).
 
-        Optional fields follow the rows: new rows get ``anchor`` False and
-        ``source`` -1 (the target) unless given, and existing rows get the same
-        defaults when a field first appears. New ``duels`` index rows of the
+        Optional fields follow the rows: new rows get ``anchor`` False,
+        ``source`` -1 (the target) and ``weight`` 1 unless given, and existing
+        rows get the same defaults when a field first appears (new duels get
+        ``duel_weight`` 1 likewise). New ``duels`` index rows of the
         combined dataset and are added after the existing ones (same duel bucket
         when they fit).
 
@@ -416,6 +465,7 @@ class Dataset:
         for name, given, default in (
             ("anchor", anchor, False),
             ("source", source, -1),
+            ("weight", weight, 1.0),
         ):
             if name not in old and given is None:
                 continue
@@ -433,6 +483,12 @@ class Dataset:
             fields["duel_capacity"] = max(
                 self.duel_capacity, bucket_capacity(len(fields["duels"]))
             )
+            if "duel_weight" in old or duel_weight is not None:
+                before = old.get("duel_weight", np.ones(len(before)))
+                after = np.ones(len(new)) if duel_weight is None else duel_weight
+                fields["duel_weight"] = np.concatenate([before, np.atleast_1d(after)])
+        elif duel_weight is not None:
+            raise ValueError("duel_weight was given without duels")
         return Dataset(
             np.concatenate([X0, X1]),
             np.concatenate([y0, y1]),

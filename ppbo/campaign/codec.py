@@ -93,6 +93,8 @@ def decode_posterior(blob: bytes, surrogate: Surrogate) -> Posterior:
         duels=stored.get("duels"),
         anchor=stored.get("anchor"),
         source=stored.get("source"),
+        weight=stored.get("weight"),
+        duel_weight=stored.get("duel_weight"),
         duel_capacity=(
             int(stored["duel_capacity"]) if "duel_capacity" in stored else None
         ),

@@ -45,9 +45,14 @@ Decisions, with their reasons:
   weights (:func:`ppbo.preference.anchors.observation_weights`) to the duels and
   anchors by age (in pairs asked), and weight-0 observations are dropped before
   the fit, which is the same as weighting them 0 in the likelihood.
-  ``"weighted_penalty"``, with fractional weights, is not available in the
-  campaign: the preference GP's Laplace and NUTS fits take no per-observation
-  weights (its likelihood functions do).
+  ``"weighted_penalty"`` (``strategy_options={"decay": g}``, ``0 < g <= 1``)
+  weights the log-likelihood term of a duel or an anchor of age ``a`` by
+  ``g ** a`` (the discounted UCB of Garivier and Moulines 2011 applied to the
+  likelihood), through the Dataset's ``duel_weight`` and ``weight`` fields, in
+  the Laplace fit (criterion and latent mode) and in NUTS alike
+  (:mod:`ppbo.models.preference_gp`). A duel's age is counted from its pair's
+  id, an anchor's from the pairs asked before it was added; the most-likely
+  heteroscedastic noise model is fitted to the anchors unweighted.
 - **Anchors in model space**: maximisation of the expert's utility; anchor values
   are standardised over the active anchors (mean 0, sd 1; sd 1 for a single
   anchor) and negated for ``direction="minimize"``.
@@ -98,7 +103,11 @@ ACQUISITIONS = ("eubo", "dueling_thompson", "anpei")
 ANCHOR_NOISES = ("homoscedastic", "heteroscedastic")
 
 _INFERENCES = ("laplace", "nuts")
-_STRATEGY_OPTION = {"restart": "horizon", "sliding_window": "window"}
+_STRATEGY_OPTION = {
+    "restart": "horizon",
+    "sliding_window": "window",
+    "weighted_penalty": "decay",
+}
 # Fewer anchors than this cannot support a second (log-noise) GP.
 _MIN_HETEROSCEDASTIC = 3
 
@@ -156,6 +165,19 @@ def _check_int(field: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
+def _check_decay(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        raise ValueError(
+            f"strategy_options['decay'] must be a number in (0, 1], got {value!r}"
+        )
+    value = float(value)
+    if not 0.0 < value <= 1.0:  # also refuses NaN
+        raise ValueError(
+            f"strategy_options['decay'] must be in (0, 1], got decay={value}"
+        )
+    return value
+
+
 def _config(
     space: Space,
     *,
@@ -186,13 +208,6 @@ def _config(
         anchor_budget = _check_int("anchor_budget", anchor_budget, 1)
     options = dict(strategy_options or {})
     if anchor_strategy is not None:
-        if anchor_strategy == "weighted_penalty":
-            raise ValueError(
-                "anchor_strategy='weighted_penalty' is not available in the "
-                "campaign: the preference GP's Laplace and NUTS fits take no "
-                "fractional per-observation weights; use 'restart' or "
-                "'sliding_window'"
-            )
         _check_choice("anchor_strategy", anchor_strategy, tuple(_STRATEGY_OPTION))
         expected = _STRATEGY_OPTION[anchor_strategy]
         if set(options) != {expected}:
@@ -200,7 +215,10 @@ def _config(
                 f"strategy_options for anchor_strategy={anchor_strategy!r} must be "
                 f"exactly {{{expected!r}: ...}}, got {options!r}"
             )
-        _check_int(f"strategy_options[{expected!r}]", options[expected], 1)
+        if expected == "decay":
+            options["decay"] = _check_decay(options["decay"])
+        else:
+            _check_int(f"strategy_options[{expected!r}]", options[expected], 1)
     elif options:
         raise ValueError(
             f"strategy_options={options!r} given without an anchor_strategy"
@@ -256,8 +274,11 @@ class PreferenceOptimizer:
             ``"heteroscedastic"`` (Kersting et al.'s most likely noise, from
             three anchors on).
         anchor_budget: the most anchors the model uses (None: no limit).
-        anchor_strategy: None, ``"restart"`` or ``"sliding_window"``.
-        strategy_options: ``{"horizon": h}`` (restart) or ``{"window": w}``.
+        anchor_strategy: None, ``"restart"``, ``"sliding_window"`` or
+            ``"weighted_penalty"``.
+        strategy_options: ``{"horizon": h}`` (restart), ``{"window": w}``
+            (sliding window) or ``{"decay": g}`` with ``0 < g <= 1`` (weighted
+            penalty: an observation of age ``a`` has likelihood weight ``g ** a``).
         n_initial: pairs from a space-filling design before the model (default
             ``4 d``, the qEUBO protocol).
         direction: ``"maximize"`` (default; the expert prefers larger utility)
@@ -742,6 +763,8 @@ def _build_data(space, config, pairs, trials, now, candidate=None) -> _Problem |
     if candidate is not None:
         anchors.append(AnchorRecord(-1, candidate[0], candidate[1], now, True, None))
     strategy = config.get("anchor_strategy")
+    duel_w = np.ones(len(duels))
+    anchor_w = np.ones(len(anchors))
     if strategy is not None:
         from ppbo.preference.anchors import observation_weights
 
@@ -750,14 +773,10 @@ def _build_data(space, config, pairs, trials, now, candidate=None) -> _Problem |
             weights = observation_weights(
                 strategy, times, now=now, **config["strategy_options"]
             )
-            duels = [p for p, w in zip(duels, weights, strict=False) if w > 0]
-            anchors = [
-                a
-                for a, w in zip(
-                    anchors, weights[len(times) - len(anchors) :], strict=True
-                )
-                if w > 0
-            ]
+            duel_w, anchor_w = weights[: len(duels)], weights[len(duels) :]
+            duels = [p for p, w in zip(duels, duel_w, strict=True) if w > 0]
+            anchors = [a for a, w in zip(anchors, anchor_w, strict=True) if w > 0]
+            duel_w, anchor_w = duel_w[duel_w > 0], anchor_w[anchor_w > 0]
     if not duels and not anchors:
         return None
     rows: list[np.ndarray] = []
@@ -770,12 +789,13 @@ def _build_data(space, config, pairs, trials, now, candidate=None) -> _Problem |
             rows.append(u)
         return index[k]
 
-    pairs_rows = []
-    for p in duels:
+    pairs_rows, pairs_w = [], []
+    for p, w in zip(duels, duel_w, strict=True):
         ia, ib = row(space.to_unit(p.a)), row(space.to_unit(p.b))
         if ia == ib:  # the same point twice carries no preference
             continue
         pairs_rows.append((ia, ib) if p.winner == "a" else (ib, ia))
+        pairs_w.append(w)
     sign = -1.0 if config["direction"] == "minimize" else 1.0
     values = sign * np.array([a.value for a in anchors], dtype=np.float64)
     if len(values):
@@ -801,6 +821,12 @@ def _build_data(space, config, pairs, trials, now, candidate=None) -> _Problem |
     flags = np.zeros(n, dtype=bool)
     flags[anchor_rows] = True
     duel_array = np.array(pairs_rows, dtype=np.int32).reshape(len(pairs_rows), 2)
+    weighted = {}
+    if strategy == "weighted_penalty":
+        # a row's weight counts at its anchor only; the other rows get 1
+        row_w = np.ones(n)
+        row_w[anchor_rows] = anchor_w
+        weighted = {"weight": row_w, "duel_weight": np.asarray(pairs_w, np.float64)}
     data = Dataset(
         X,
         y,
@@ -808,6 +834,7 @@ def _build_data(space, config, pairs, trials, now, candidate=None) -> _Problem |
         duels=duel_array,
         anchor=flags,
         duel_capacity=bucket_capacity(len(pairs_rows)),
+        **weighted,
     )
     return _Problem(
         data=data,

@@ -103,8 +103,8 @@ def test_bad_input_gets_clear_errors():
     assert opt.get_anchors() == []
     with pytest.raises(ValueError, match="acquisition must be one of"):
         make(acquisition="qnei")
-    with pytest.raises(ValueError, match="weighted_penalty"):
-        make(anchor_strategy="weighted_penalty", strategy_options={"decay": 0.9})
+    with pytest.raises(ValueError, match=r"strategy_options\['decay'\]"):
+        make(anchor_strategy="weighted_penalty", strategy_options={"decay": 0.0})
     with pytest.raises(ValueError, match=r"strategy_options.*'window'"):
         make(anchor_strategy="sliding_window", strategy_options={"horizon": 3})
 
