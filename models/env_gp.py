@@ -139,32 +139,79 @@ def source_posterior(
     return _source_predict(kernel, mean, data, L, alpha, X, num_sources)
 
 
-def _source_factor(kernel, mean, row_noise, data: Dataset, factor):
-    # block-diagonal covariance of the source rows (no covariance across sources)
+def _source_system(kernel, mean, row_noise, data: Dataset):
+    # block-diagonal covariance of the source rows (no covariance across sources;
+    # target and padded rows are identity rows) and the source rows' residuals
     source = data.source
     real = data.mask & (source >= 0)
     same = (source[:, None] == source[None, :]) & real[:, None] & real[None, :]
     K = kernel.matrix(data.X, data.X) + jnp.diag(row_noise)
     K = jnp.where(same, K, jnp.eye(K.shape[0], dtype=K.dtype))
+    return K, jnp.where(real, data.y - mean(data.X), 0.0)
+
+
+def _source_factor(kernel, mean, row_noise, data: Dataset, factor):
+    K, r = _source_system(kernel, mean, row_noise, data)
     L = factor(K)
-    r = jnp.where(real, data.y - mean(data.X), 0.0)
     return L, cho_solve((L, True), r)
 
 
+@partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _spd_solve(factor, K, r):
+    # K^{-1} r for a symmetric positive-definite K, differentiated implicitly:
+    # d(K^{-1} r) = K^{-1} (dr - dK K^{-1} r), so the cotangent g of the solution
+    # gives w = K^{-1} g, r_bar = w and K_bar = -sym(w a^T) (a = K^{-1} r): one
+    # more solve with the forward factor instead of differentiating the
+    # Cholesky factorisation (whose reverse mode costs several n^3 solves).
+    L = factor(K)
+    return cho_solve((L, True), r)
+
+
+def _spd_solve_fwd(factor, K, r):
+    L = factor(K)
+    a = cho_solve((L, True), r)
+    return a, (L, a)
+
+
+def _spd_solve_bwd(factor, residuals, g):
+    L, a = residuals
+    w = cho_solve((L, True), g)
+    outer = jnp.outer(w, a)
+    return -0.5 * (outer + outer.T), w
+
+
+_spd_solve.defvjp(_spd_solve_fwd, _spd_solve_bwd)
+
+
 def _source_predict(kernel, mean, data: Dataset, L, alpha, X, num_sources):
+    # The factor L of the block-diagonal covariance is zero between rows of
+    # different sources (L_ij = 0 unless i and j share a source, by induction on
+    # the Cholesky recursion; target and padded rows are identity rows), and so
+    # is its inverse. Hence L^{-1} applied to the cross-covariance with every
+    # source's columns equals, on the rows of source k, L^{-1} applied to source
+    # k's columns alone: ONE triangular solve serves all K sources, and each
+    # source's mean and variance are sums over its own rows (one-hot matmuls).
     source = data.source
     real = data.mask & (source >= 0)
-    cross = kernel.matrix(X, data.X)
-    prior_var = kernel.diag(X)
-    prior_mean = mean(X)
-
-    def one(k):
-        Ks = jnp.where((real & (source == k))[None, :], cross, 0.0)
-        V = solve_triangular(L, Ks.T, lower=True)
-        return prior_mean + Ks @ alpha, prior_var - jnp.sum(V**2, axis=0)
-
-    means, variances = jax.vmap(one)(jnp.arange(num_sources))
+    onehot = (real[:, None] & (source[:, None] == jnp.arange(num_sources))).astype(
+        alpha.dtype
+    )
+    cross = jnp.where(real[None, :], kernel.matrix(X, data.X), 0.0)
+    means = mean(X)[None, :] + (cross @ (onehot * alpha[:, None])).T
+    V = solve_triangular(L, cross.T, lower=True)
+    variances = kernel.diag(X)[None, :] - onehot.T @ V**2
     return means, jnp.maximum(variances, 0.0)
+
+
+def _source_mean(kernel, mean, data: Dataset, alpha, X, num_sources):
+    # the means of _source_predict without the variances (no triangular solve)
+    source = data.source
+    real = data.mask & (source >= 0)
+    onehot = (real[:, None] & (source[:, None] == jnp.arange(num_sources))).astype(
+        alpha.dtype
+    )
+    cross = jnp.where(real[None, :], kernel.matrix(X, data.X), 0.0)
+    return mean(X)[None, :] + (cross @ (onehot * alpha[:, None])).T
 
 
 def inverse_gamma_update(
@@ -298,15 +345,9 @@ def mode_source_noise(
     """
     k = build_kernel(kernel, params)
     noise = jnp.full(data.capacity, params["noise"] + JITTER, dtype=data.X.dtype)
-    mu, _ = source_posterior(
-        k,
-        partial(mean_function, mean, params),
-        noise,
-        data,
-        data.X,
-        num_sources,
-        factor,
-    )
+    m = partial(mean_function, mean, params)
+    alpha = _spd_solve(factor, *_source_system(k, m, noise, data))
+    mu = _source_mean(k, m, data, alpha, data.X, num_sources)
     tau, upsilon = inverse_gamma_update(data.y - mu, data.target_mask, tau0, upsilon0)
     return upsilon / (tau + 1.0)
 

@@ -2,8 +2,8 @@
 
 Maximises ``log p(y | theta) + log p(theta)`` in the model's own (constrained)
 parameterisation by BFGS in the unconstrained space, from ``num_restarts`` starting
-points drawn from the prior, restarts vmapped. With flat priors this is type-II
-maximum likelihood (Rasmussen and Williams 2006, §5.4.1).
+points drawn from the prior, restarts run one after another. With flat priors this
+is type-II maximum likelihood (Rasmussen and Williams 2006, §5.4.1).
 """
 
 from __future__ import annotations
@@ -59,7 +59,10 @@ def _optimise(key, data: Dataset, surrogate: Surrogate, config: MAP):
         )
         return result.x, result.fun
 
-    xs, values = jax.vmap(solve)(z0)
+    # restarts one after another (lax.map), not vmapped: a vmapped BFGS runs its
+    # line searches in lockstep, so every batched evaluation pays for all
+    # restarts until the slowest one has converged; the results are the same
+    xs, values = jax.lax.map(solve, z0)
     values = jnp.where(jnp.isfinite(values), values, jnp.inf)
     best = jnp.argmin(values)
     params = constrained(unravel(xs[best]))
@@ -71,7 +74,7 @@ class MAP:
     """MAP estimate by multi-start BFGS; a frozen config with one method, :meth:`fit`.
 
     Args:
-        num_restarts: starting points drawn from the prior (vmapped).
+        num_restarts: starting points drawn from the prior (run in sequence).
         max_iterations: BFGS iterations per restart.
 
     Example:

@@ -1,0 +1,112 @@
+"""Seconds per ask of the transfer surrogates inside a campaign, and compilations.
+
+Runs a :class:`ppbo.Optimizer` campaign with ``sources=[...]`` (K = 5 sources of
+20-50 points, about 200 source rows) on one task family of
+:mod:`ppbo.benchmarks.transfer_problems`, with each method's settings of
+``benchmarks/transfer.py`` (campaign defaults: MAP, log-EI; Env-GP "bayes" by
+NUTS 64 + 64), and records for every model-based ask its wall seconds and the
+number of XLA backend compilations it triggered (the
+``/jax/core/compile/backend_compile_duration`` event). The first model ask
+compiles; later asks inside the same capacity bucket should compile nothing.
+
+Writes ``benchmarks/results/{name}.json``.
+
+Usage: ``python benchmarks/transfer_speed.py [--family sin1d] [--asks 3]
+[--methods gp env_gp_mode ...] [--name transfer_speed]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import numpy as np  # noqa: E402
+
+import ppbo  # noqa: E402
+from ppbo.benchmarks.transfer_problems import make  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+ENV_MODE = {"name": "env_gp", "variant": "mode"}
+#: Method -> Optimizer options (as in benchmarks/transfer.py).
+METHODS: dict[str, dict] = {
+    "gp": {"surrogate": "gp", "sources": False},
+    "env_gp_mode": {"surrogate": ENV_MODE},
+    "env_gp_bayes": {
+        "surrogate": {"name": "env_gp", "variant": "bayes"},
+        "inference": {"name": "NUTS", "options": {"num_warmup": 64, "num_samples": 64}},
+    },
+    "diff_gp": {"surrogate": "diff_gp"},
+    "miso_gp": {"surrogate": "miso_gp"},
+    "bhgp": {"surrogate": "bhgp"},
+}
+_COMPILES = [0]
+
+
+def _count(event: str, duration: float, **kwargs) -> None:
+    if event == "/jax/core/compile/backend_compile_duration":
+        _COMPILES[0] += 1
+
+
+def run(family: str, method: str, asks: int, seed: int = 0) -> dict:
+    """One campaign: the design, then ``asks`` timed model-based asks."""
+    task = make(family, seed)
+    options = dict(METHODS[method])
+    names = [f"x{i}" for i in range(task.dim)]
+    bounds = zip(names, task.bounds, strict=True)
+    space = ppbo.Space({n: ppbo.Real(float(lo), float(hi)) for n, (lo, hi) in bounds})
+    if options.pop("sources", True):
+        options["sources"] = [ppbo.Source(s.name, s.X, s.y) for s in task.sources]
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        opt = ppbo.Optimizer(space, n_initial=3, seed=seed, **options)
+        while len(rows) < asks:
+            compiles, start = _COMPILES[0], time.perf_counter()
+            trial = opt.ask()
+            seconds = time.perf_counter() - start
+            x = np.array([[trial.params[n] for n in names]])
+            opt.tell(trial, float(task.objective(x)[0]))
+            if trial.origin == "model":
+                rows.append(
+                    {"seconds": seconds, "compilations": _COMPILES[0] - compiles}
+                )
+                print(method, rows[-1], flush=True)
+    later = [r["seconds"] for r in rows[1:]]
+    return {
+        "method": method,
+        "family": family,
+        "source_rows": int(sum(len(s.y) for s in task.sources)),
+        "asks": rows,
+        "median_seconds_after_first": float(np.median(later)) if later else None,
+        "compilations_after_first": int(sum(r["compilations"] for r in rows[1:])),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", default="sin1d")
+    parser.add_argument("--asks", type=int, default=3)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS))
+    parser.add_argument("--name", default="transfer_speed")
+    args = parser.parse_args(argv)
+    jax.monitoring.register_event_duration_secs_listener(_count)
+    results = [run(args.family, m, args.asks) for m in args.methods]
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(results, indent=1))
+    for r in results:
+        print(
+            f"{r['method']}: {r['median_seconds_after_first']:.2f} s/ask after the "
+            f"first, {r['compilations_after_first']} compilations after the first"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
