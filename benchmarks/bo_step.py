@@ -6,8 +6,9 @@ evaluations with :meth:`~ppbo.Optimizer.add`; then ``ask`` (fit and acquisition
 optimisation, the first compiling), ``tell``, and ``--steps`` more ask/tell rounds,
 each warm-started from the previous posterior as a user's campaign is. Each row is
 one ask: its seconds (fit and acquisition), XLA compilations, the posterior's
-draws and NUTS's mean leapfrog steps per draw. Rows are appended to ``results/{name}.jsonl``; the summary, with the
-median warm step per n and the device, goes to ``{name}.json``.
+draws and NUTS's mean leapfrog steps per draw. Rows are appended to
+``results/{name}.jsonl``; the summary, with the median warm step per n and the
+device, goes to ``{name}.json``.
 
 Usage: ``python benchmarks/bo_step.py [--sizes 50 200 1000] [--steps 2]``
 """
