@@ -61,6 +61,9 @@ def run(n: int, steps: int, inference: str, seed: int = 0) -> list[dict]:
             "compilations": _COMPILES[0] - compiles,
             "draws": int(posterior.num_samples),
             "mean_n_steps": float(np.mean(posterior.sample_stats.get("n_steps", 0))),
+            "refit_warmup": getattr(
+                ppbo.campaign.registry.make_inference(inference), "refit_warmup", None
+            ),
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -94,7 +97,11 @@ def main() -> None:
         rows += new
     warm = {}
     for n in sorted({r["n"] for r in rows}):
-        times = [r["step_s"] for r in rows if r["n"] == n and r["step"] > 0]
+        times = [
+            r["step_s"]
+            for r in rows
+            if r["n"] == n and r["step"] > 0 and r["compilations"] == 0
+        ]
         warm[str(n)] = float(np.median(times)) if times else None
     device = jax.devices()[0]
     result = {
