@@ -88,6 +88,15 @@ def _masked(Phi: jax.Array, y: jax.Array, mask: jax.Array):
     return Phi, y, jnp.sum(mask).astype(Phi.dtype)
 
 
+def _spectrum(Phi: jax.Array, y: jax.Array, mask: jax.Array):
+    # What the evidence needs of the masked data, once: the eigenvalues of
+    # Phi^T Phi, the projection of Phi^T y on its eigenvectors, y^T y, the number
+    # of rows and of features.
+    Phi, y, n = _masked(Phi, y, mask)
+    eig, U = jnp.linalg.eigh(Phi.T @ Phi)
+    return jnp.maximum(eig, 0.0), U.T @ (Phi.T @ y), y @ y, n, Phi.shape[1]
+
+
 def _factor(Phi, y, alpha, beta):
     k = Phi.shape[1]
     A = alpha * jnp.eye(k, dtype=Phi.dtype) + beta * (Phi.T @ Phi)
@@ -229,12 +238,7 @@ def maximize_evidence(
         >>> bool(30.0 < beta < 300.0)  # the true noise precision is 100
         True
     """
-    Phi, y, n = _masked(Phi, y, mask)
-    k = Phi.shape[1]
-    eig, U = jnp.linalg.eigh(Phi.T @ Phi)
-    eig = jnp.maximum(eig, 0.0)
-    b = U.T @ (Phi.T @ y)
-    yy = y @ y
+    eig, b, yy, n, k = _spectrum(Phi, y, mask)
     evidence = jax.vmap(lambda la, lb: _spectral_evidence(eig, b, yy, n, k, la, lb))
     la_grid = jnp.linspace(*LOG_ALPHA_BOUNDS, grid)
     lb_grid = jnp.linspace(*LOG_BETA_BOUNDS, grid)
@@ -378,12 +382,7 @@ def sample_precisions(
         if int(value) < 1:
             raise ValueError(f"{name} must be >= 1, got {value!r}")
     alpha0, beta0 = maximize_evidence(Phi, y, mask)
-    Phi, y, n = _masked(Phi, y, mask)
-    k = Phi.shape[1]
-    eig, U = jnp.linalg.eigh(Phi.T @ Phi)
-    eig = jnp.maximum(eig, 0.0)
-    b = U.T @ (Phi.T @ y)
-    yy = y @ y
+    eig, b, yy, n, k = _spectrum(Phi, y, mask)
 
     def potential(z):
         log_alpha, log_beta = z[0], z[1]

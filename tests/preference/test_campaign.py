@@ -5,25 +5,10 @@ import sqlite3
 
 import numpy as np
 import pytest
+from _preference_helpers import answer, make, utility
 
 import ppbo
 from ppbo.storage import SCHEMA_VERSION, SQLiteStorage
-
-FAST = {"num_raw": 32, "num_restarts": 2, "max_iterations": 5}
-SPACE = {"x": ppbo.Real(-2.0, 2.0)}
-
-
-def utility(params):
-    return -((params["x"] - 0.5) ** 2)
-
-
-def answer(pair):
-    return "a" if utility(pair.a) > utility(pair.b) else "b"
-
-
-def make(**kw):
-    options = dict(seed=3, n_initial=2, num_samples=8, optimizer_options=FAST)
-    return ppbo.PreferenceOptimizer(SPACE, **(options | kw))
 
 
 def test_pair_round_trip_in_user_units():

@@ -4,25 +4,11 @@ import math
 
 import numpy as np
 import pytest
+from _preference_helpers import answer, make
 
 import ppbo
 
-FAST = {"num_raw": 32, "num_restarts": 2, "max_iterations": 5}
-SPACE = {"x": ppbo.Real(-2.0, 2.0)}
 DRIFT = {"anchor_strategy": "weighted_penalty", "strategy_options": {"decay": 0.8}}
-
-
-def utility(params):
-    return -((params["x"] - 0.5) ** 2)
-
-
-def answer(pair):
-    return "a" if utility(pair.a) > utility(pair.b) else "b"
-
-
-def make(**kw):
-    options = dict(seed=3, n_initial=2, num_samples=8, optimizer_options=FAST)
-    return ppbo.PreferenceOptimizer(SPACE, **(options | kw))
 
 
 def _play(opts, rounds):
