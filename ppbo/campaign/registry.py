@@ -45,7 +45,9 @@ DEFAULT_ACQUISITION = "log_ei"
 DEFAULT_INFERENCE = "MAP"
 
 #: Acquisition name -> attribute of :mod:`ppbo.acquisition`.
-ACQUISITIONS = ("pes", "es", "ei", "log_ei", "pi", "ucb", "kg", "thompson", "mes")
+ACQUISITIONS = (
+    "pes", "es", "ei", "log_ei", "log_nei", "pi", "ucb", "kg", "thompson", "mes",
+)  # fmt: skip
 
 
 def _gp(
