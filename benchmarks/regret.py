@@ -68,7 +68,9 @@ def _variant(name: str) -> dict:
     lengthscale 0.1 held by a tight prior, noise near 1e-3), ``rbf``,
     ``rbf_dimension_scaled`` (BoTorch's model: squared exponential, the
     dimension-scaled lengthscale prior), ``map32`` (32 MAP restarts),
-    ``raw2048`` (2048 raw candidates, 16 restarts). Cached, so that a process
+    ``raw2048`` (2048 raw candidates, 16 restarts), ``noise_low`` (the default GP
+    with a lower, wider noise prior, LogNormal(log 1e-4, 2.5), instead of
+    LogNormal(-4, 1)). Cached, so that a process
     compiles each variant's fit and acquisition once.
     """
     import numpyro.distributions as dist
@@ -93,6 +95,9 @@ def _variant(name: str) -> dict:
                 "lengthscale_prior": "dimension_scaled",
             }
         }
+    if name == "noise_low":
+        priors = {"noise": dist.LogNormal(np.log(1e-4), 2.5)}
+        return {"surrogate": gp.surrogate(priors=priors)}
     if name == "map32":
         return {"inference": ppbo.MAP(num_restarts=32)}
     if name == "raw2048":
