@@ -32,7 +32,9 @@ Only target rows enter ``f_n`` (padding and source tasks are excluded, as for
 :func:`~ppbo.acquisition.base.best_observed_mean`), and the acquisition needs only
 the surrogate's joint predictive covariance (``predict_joint``), so it works for
 every surrogate that declares :attr:`ppbo.Capability.PREDICT_JOINT`. Averaged over
-hyperparameter samples with log-mean-exp like log-EI.
+hyperparameter samples with log-mean-exp like log-EI; a campaign averages it over
+16 evenly spaced samples (as PES), since each evaluation holds the joint
+covariance of the observed inputs and the candidates for every sample.
 
 Options: ``key`` (required; the draws of ``f_n``), ``num_draws=128`` (static),
 ``min_var`` (as for log-EI).
@@ -151,5 +153,6 @@ log_nei = Acquisition(
     log_space=True,
     prepare=_prepare_draws,
     stochastic=True,
+    num_samples=16,
     requires=(Capability.PREDICT_JOINT,),
 )
