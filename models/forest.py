@@ -462,6 +462,8 @@ def surrogate(
     min_samples_split: int = 3,
     min_samples_leaf: int = 1,
     max_features: float = 5.0 / 6.0,
+    max_depth: int | None = None,
+    bootstrap: bool = True,
     columns: Any = None,
 ) -> Surrogate:
     """Build the random-forest surrogate (fitted by :class:`ppbo.Train`).
@@ -477,6 +479,10 @@ def surrogate(
         min_samples_split: rows a node needs to be split.
         min_samples_leaf: rows each leaf keeps.
         max_features: fraction of the inputs tried at each split.
+        max_depth: deepest split level (None: grow until the leaves are pure or
+            too small to split).
+        bootstrap: ``"random_forest"`` only: grow each tree on a bootstrap
+            sample (False: every tree on all rows).
         columns: the parameters behind the unit-cube coordinates, for native
             integer and categorical inputs (see the module docstring): a
             :class:`ppbo.Space`, or its :func:`columns_of` list (what the
@@ -511,8 +517,12 @@ def surrogate(
         "min_samples_leaf": int(min_samples_leaf),
         "max_features": float(max_features),
     }
+    if max_depth is not None:
+        if int(max_depth) < 1:
+            raise ValueError(f"max_depth must be >= 1 or None, got {max_depth}")
+        options["max_depth"] = int(max_depth)
     if kind == "random_forest":
-        options["bootstrap"] = True
+        options["bootstrap"] = bool(bootstrap)
     parsed = None if columns is None else _parse_columns(columns)
     trainer = partial(
         _trainer,
