@@ -16,7 +16,8 @@ seconds of ``ask``. Writes ``results/forest_mixed.json`` and
 ``results/forest_mixed.png`` (median regret with the range over seeds).
 
 Usage: ``python benchmarks/forest_mixed.py [--budget 40] [--seeds 5]
-[--methods forest,forest_unit,gp]``
+[--methods forest,forest_unit,gp] [--name forest_mixed]`` (``--name``: the
+output files' stem).
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def write(args, names: list[str], runs: dict, seeds: int, best_value: float) -> 
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "forest_mixed.json").write_text(json.dumps(result, indent=2))
+    (out / f"{args.name}.json").write_text(json.dumps(result, indent=2))
     fig, ax = plt.subplots(figsize=(6, 4))
     for name in names:
         regret = np.array([r["regret"] for r in runs[name]])
@@ -153,7 +154,7 @@ def write(args, names: list[str], runs: dict, seeds: int, best_value: float) -> 
     )
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "forest_mixed.png", dpi=120)
+    fig.savefig(out / f"{args.name}.png", dpi=120)
     plt.close(fig)
 
 
@@ -163,6 +164,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--methods", default=",".join(SPECS))
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--name", default="forest_mixed", help="output file stem")
     args = parser.parse_args()
     best_value = optimum()
     names = args.methods.split(",")

@@ -264,3 +264,5 @@ def test_mixed_campaign_resumes_exactly(tmp_path, acquisition, interrupted_campa
         ["integer", 0, 4, False],
         ["categorical", 3],
     ]
+    # the stored posterior keeps the category order of its fit
+    assert np.asarray(opt.posterior.samples["rank"]).shape == (1, 3)
