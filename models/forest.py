@@ -73,6 +73,7 @@ References:
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -159,27 +160,42 @@ def _parse_columns(columns: Any) -> tuple[tuple, ...]:
         )
     parsed = []
     for i, column in enumerate(columns):
-        entry = [column] if isinstance(column, str) else list(column)
-        kind = entry[0] if entry else None
-        if kind == "real" and len(entry) == 1:
-            parsed.append(("real",))
-            continue
-        if kind == "integer" and len(entry) == 4:
-            _, low, high, log = entry
-            if float(low) == int(low) and float(high) == int(high) and low < high:
-                if not log or low >= 1:
-                    parsed.append(("integer", int(low), int(high), bool(log)))
-                    continue
-        if kind == "categorical" and len(entry) == 2 and int(entry[1]) >= 2:
-            if float(entry[1]) == int(entry[1]):
-                parsed.append(("categorical", int(entry[1])))
-                continue
-        raise ValueError(
-            f"columns[{i}] must be ['real'], ['integer', low, high, log] with "
-            f"low < high (low >= 1 on a log scale) or ['categorical', k] with "
-            f"k >= 2, got {column!r}"
-        )
+        checked = _parse_column(column)
+        if checked is None:
+            raise ValueError(
+                f"columns[{i}] must be ['real'], ['integer', low, high, log] with "
+                f"integers low < high (low >= 1 on a log scale) or ['categorical', "
+                f"k] with an integer k >= 2, got {column!r}"
+            )
+        parsed.append(checked)
     return tuple(parsed)
+
+
+def _integral(value: Any) -> bool:
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and (math.isfinite(value) and float(value) == int(value))
+    )
+
+
+def _parse_column(column: Any) -> tuple | None:
+    """One checked column, or None when it is malformed."""
+    if isinstance(column, str):
+        column = [column]
+    if not isinstance(column, Sequence) or not column:
+        return None
+    kind, rest = column[0], list(column[1:])
+    if kind == "real" and not rest:
+        return ("real",)
+    if kind == "integer" and len(rest) == 3:
+        low, high, log = rest
+        if _integral(low) and _integral(high) and low < high and (not log or low >= 1):
+            return ("integer", int(low), int(high), bool(log))
+    if kind == "categorical" and len(rest) == 1 and _integral(rest[0]):
+        if rest[0] >= 2:
+            return ("categorical", int(rest[0]))
+    return None
 
 
 def _width(column: tuple) -> int:
@@ -535,7 +551,8 @@ def surrogate(
         paths = PathSampler(
             draw=_draw_paths, evaluate=partial(_evaluate_paths, columns=parsed)
         )
-    native = "" if parsed is None else ", native inputs"
+    discrete = parsed is not None and any(c[0] != "real" for c in parsed)
+    native = ", native inputs" if discrete else ""
     return Surrogate(
         trainer=trainer,
         predict=partial(_predict, columns=parsed),
