@@ -554,6 +554,9 @@ def _components(space, named, sources, transfer_options):
     sources = validate_sources(sources, space)
     transfer = transfer_config(sources, space, *transfer_options)
     parts, specs = registry.resolve_components(surrogate, inference, acquisition)
+    filled = registry.fill_space_options(specs["surrogate"], space)
+    if filled != specs["surrogate"]:  # e.g. the forest's native inputs
+        parts, specs = registry.resolve_components(filled, inference, acquisition)
     if not sources:
         return parts, specs, {}
     parts, specs = _transfer_components(

@@ -32,6 +32,7 @@ __all__ = [
     "resolve_inference",
     "resolve_acquisition",
     "resolve_components",
+    "fill_space_options",
 ]
 
 #: Acquisition used when none is given: log-EI, the acquisition with the best
@@ -98,10 +99,12 @@ def _ablr(
     )
 
 
-def _forest(num_trees: int = 32, kind: str = "random_forest") -> Surrogate:
+def _forest(
+    num_trees: int = 32, kind: str = "random_forest", columns: Any = None
+) -> Surrogate:
     from ppbo.models import forest
 
-    return forest.surrogate(num_trees=int(num_trees), kind=kind)
+    return forest.surrogate(num_trees=int(num_trees), kind=kind, columns=columns)
 
 
 def _env_gp(
@@ -154,7 +157,7 @@ SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
         _ablr,
         {"num_tasks": 1, "width": 50, "depth": 3, "num_steps": 1000, "num_sources": 0},
     ),
-    "forest": (_forest, {"num_trees": 32, "kind": "random_forest"}),
+    "forest": (_forest, {"num_trees": 32, "kind": "random_forest", "columns": None}),
     "env_gp": (_env_gp, {"num_sources": 1, "variant": "mode", "kernel": "matern52"}),
     "diff_gp": (
         _diff_gp,
@@ -507,3 +510,29 @@ def resolve_components(
         "acquisition": acquisition_spec,
     }
     return components, specs
+
+
+def fill_space_options(spec: Mapping[str, Any], space: Any) -> dict:
+    """A surrogate spec with the options that describe the campaign's space.
+
+    A registry surrogate whose options contain ``columns`` (the forest, for its
+    native integer and categorical inputs) gets the space's description
+    (:func:`ppbo.models.forest.columns_of`) when that option is None; other
+    specs come back unchanged. The filled spec is what the campaign stores, so
+    a loaded campaign rebuilds the same surrogate.
+
+    Example:
+        >>> import ppbo
+        >>> space = ppbo.Space({"n": ppbo.Integer(1, 3), "x": ppbo.Real(0.0, 1.0)})
+        >>> fill_space_options({"name": "forest", "columns": None}, space)["columns"]
+        [['integer', 1, 3, False], ['real']]
+        >>> fill_space_options({"name": "gp"}, space)
+        {'name': 'gp'}
+    """
+    spec = dict(spec)
+    defaults = SURROGATES.get(spec.get("name"), (None, {}))[1]
+    if "columns" in defaults and spec.get("columns") is None:
+        from ppbo.models.forest import columns_of
+
+        spec["columns"] = columns_of(space)
+    return spec
