@@ -13,12 +13,21 @@ optimum 0.397887), written to ``results/{name}.json`` after every finished part
   local executor, then with ``executor="ray"`` on ``--concurrency`` local
   workers: wall time of each (and whether the runs agree);
 - ``optuna``: an Optuna study with :class:`ppbo.integrations.optuna.PPBOSampler`
-  against Optuna's TPE and random samplers, ``--budget`` trials per seed.
+  against Optuna's TPE and random samplers, ``--budget`` trials per seed; the
+  runs of Optuna's BoTorch sampler (``peers/optuna_botorch.py``, its own
+  environment) are merged in from ``results/{name}_optuna_botorch.jsonl`` when
+  that file exists.
+
+The results file is resumable: an existing ``results/{name}.json`` is read and
+extended, and a seed an arm already holds is not run again (``--fresh`` starts
+over). ``--first-seed F --seeds N`` runs the Tune seeds ``F .. F + N - 1``,
+``--optuna-seeds N`` the Optuna seeds ``0 .. N - 1``.
 
 Usage: ``python benchmarks/integrations.py [--parts tune sweep optuna] [--seeds 10]
-[--budget 30] [--concurrency 2] [--sweep-runs 8] [--optuna-seeds 3]
-[--max-minutes 40] [--name integrations]``. Timings depend on the machine and its
-load; the JSON records the CPU count and the load average at the start.
+[--first-seed 0] [--budget 30] [--concurrency 2] [--sweep-runs 8]
+[--optuna-seeds 3] [--max-minutes 40] [--name integrations] [--fresh]``. Timings
+depend on the machine and its load; the JSON records the CPU count and the load
+average at the start of each invocation.
 """
 
 from __future__ import annotations
@@ -126,11 +135,6 @@ def run_tune(seed: int, budget: int, concurrency: int, folder: Path) -> dict:
 
 
 def part_tune(args, out: dict, save) -> None:
-    import ray
-
-    folder = Path(tempfile.mkdtemp(prefix="ppbo-integrations-"))
-    if not ray.is_initialized():
-        ray.init(num_cpus=args.concurrency, include_dashboard=False)
     entry = out.setdefault(
         "tune",
         {
@@ -140,19 +144,49 @@ def part_tune(args, out: dict, save) -> None:
             "ray_tune": [],
         },
     )
-    for seed in range(args.seeds):
+    if (entry["budget"], entry["concurrency"]) != (args.budget, args.concurrency):
+        raise ValueError(
+            f"tune: the results file holds budget={entry['budget']}, "
+            f"concurrency={entry['concurrency']}; got budget={args.budget}, "
+            f"concurrency={args.concurrency} (use another --name or --fresh)"
+        )
+    entry.pop("stopped", None)
+    done = {r["seed"] for r in entry["sequential"]} & {
+        r["seed"] for r in entry["ray_tune"]
+    }
+    todo = [
+        seed
+        for seed in range(args.first_seed, args.first_seed + args.seeds)
+        if seed not in done
+    ]
+    if not todo:
+        return
+    import ray
+
+    folder = Path(tempfile.mkdtemp(prefix="ppbo-integrations-"))
+    if not ray.is_initialized():
+        ray.init(num_cpus=args.concurrency, include_dashboard=False)
+    for seed in todo:
         if time.monotonic() > args.deadline:
-            entry["stopped"] = f"time limit after {seed} seeds"
+            entry["stopped"] = f"time limit before seed {seed}"
             break
-        entry["sequential"].append(run_sequential(seed, args.budget))
-        entry["ray_tune"].append(run_tune(seed, args.budget, args.concurrency, folder))
+        sequential = run_sequential(seed, args.budget)
+        tuned = run_tune(seed, args.budget, args.concurrency, folder)
+        # both arms of a seed are stored together, so an interrupted seed leaves
+        # neither arm behind
+        for kind, result in (("sequential", sequential), ("ray_tune", tuned)):
+            entry[kind] = [r for r in entry[kind] if r["seed"] != seed] + [result]
+            entry[kind].sort(key=lambda r: r["seed"])
+        excluded = [e for e in entry.pop("excluded", []) if e["seed"] != seed]
+        if excluded:
+            entry["excluded"] = excluded
         for kind in ("sequential", "ray_tune"):
             regrets = [r["regret"] for r in entry[kind]]
             entry[f"median_regret_{kind}"] = float(np.median(regrets))
             entry[f"median_seconds_{kind}"] = float(
                 np.median([r["seconds"] for r in entry[kind]])
             )
-        entry["seeds"] = seed + 1
+        entry["seeds"] = len(entry["ray_tune"])
         print(
             f"tune seed {seed}: sequential {entry['sequential'][-1]['regret']:.3g}, "
             f"ray tune {entry['ray_tune'][-1]['regret']:.3g}",
@@ -222,9 +256,17 @@ def part_optuna(args, out: dict, save) -> None:
         "random": lambda seed: optuna.samplers.RandomSampler(seed=seed),
     }
     entry = out.setdefault("optuna", {"budget": args.budget, "runs": {}})
+    if entry["budget"] != args.budget:
+        raise ValueError(
+            f"optuna: the results file holds budget={entry['budget']}, got "
+            f"budget={args.budget} (use another --name or --fresh)"
+        )
     for name, make in samplers.items():
         results = entry["runs"].setdefault(name, [])
+        done = {r["seed"] for r in results}
         for seed in range(args.optuna_seeds):
+            if seed in done:
+                continue
             start = time.perf_counter()
             study = optuna.create_study(sampler=make(seed))
             study.optimize(objective, n_trials=args.budget)
@@ -236,10 +278,36 @@ def part_optuna(args, out: dict, save) -> None:
                 }
             )
             print(f"optuna {name} seed {seed}: {results[-1]['regret']:.3g}", flush=True)
-        entry[f"median_regret_{name}"] = float(
-            np.median([r["regret"] for r in results])
-        )
+        results.sort(key=lambda r: r["seed"])
+        if results:
+            entry[f"median_regret_{name}"] = float(
+                np.median([r["regret"] for r in results])
+            )
         save()
+    merge_optuna_botorch(args, entry)
+    save()
+
+
+def merge_optuna_botorch(args, entry: dict) -> None:
+    """Merge the BoTorch-sampler peer's JSON lines (if any) into the optuna part.
+
+    Only lines with this part's budget count; a seed run twice keeps its last line.
+    """
+    path = args.out / f"{args.name}_optuna_botorch.jsonl"
+    if not path.exists():
+        return
+    by_seed = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            if record["budget"] == entry["budget"]:
+                by_seed[record["seed"]] = record
+    if not by_seed:
+        return
+    entry["runs"]["botorch"] = [by_seed[seed] for seed in sorted(by_seed)]
+    entry["median_regret_botorch"] = float(
+        np.median([r["regret"] for r in by_seed.values()])
+    )
 
 
 PARTS = {"sweep": part_sweep, "optuna": part_optuna, "tune": part_tune}
@@ -249,6 +317,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="+", choices=list(PARTS), default=list(PARTS))
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--budget", type=int, default=30)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--sweep-runs", type=int, default=8)
@@ -257,26 +326,37 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-minutes", type=float, default=40.0)
     parser.add_argument("--name", default="integrations")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--fresh", action="store_true", help="start a new results file")
     args = parser.parse_args(argv)
+    if args.seeds < 0 or args.first_seed < 0 or args.optuna_seeds < 0:
+        parser.error(
+            f"--seeds, --first-seed and --optuna-seeds must be >= 0, got "
+            f"{args.seeds}, {args.first_seed}, {args.optuna_seeds}"
+        )
     args.deadline = time.monotonic() + 60.0 * args.max_minutes
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{args.name}.json"
-    out: dict = {
-        "config": {k: v for k, v in vars(args).items() if k not in ("deadline", "out")},
-        "machine": {
-            "platform": platform.platform(),
-            "python": sys.version.split()[0],
-            "cpus": os.cpu_count(),
-            "load_average_at_start": list(os.getloadavg()),
-        },
+    config = {k: v for k, v in vars(args).items() if k not in ("deadline", "out")}
+    machine = {
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "load_average_at_start": list(os.getloadavg()),
     }
+    if path.exists() and not args.fresh:
+        out = json.loads(path.read_text())
+        # one record per later invocation; the first one's stay at the top level
+        out.setdefault("resumed", []).append({"config": config, "machine": machine})
+        machine = out["resumed"][-1]["machine"]
+    else:
+        out = {"config": config, "machine": machine}
 
     def save() -> None:
         path.write_text(json.dumps(out, indent=1))
 
     for part in args.parts:
         PARTS[part](args, out, save)
-    out["machine"]["load_average_at_end"] = list(os.getloadavg())
+    machine["load_average_at_end"] = list(os.getloadavg())
     save()
     return out
 

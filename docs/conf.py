@@ -2,14 +2,27 @@
 
 Build: ``sphinx-build -W -b html docs docs/_build`` (the ``docs`` extra). The API
 reference comes from the docstrings (autodoc + autosummary, Google style through
-napoleon); the notebooks are copied from ``notebooks/`` and executed by myst-nb
-in ppbo's smoke mode (``PPBO_SMOKE=1``: tiny MCMC settings, numbers are smoke,
-not science). ``PPBO_DOCS_EXECUTE=off`` renders them without executing.
+napoleon); the notebooks are copied from ``notebooks/`` and executed in ppbo's
+smoke mode (``PPBO_SMOKE=1``: tiny MCMC settings, numbers are smoke, not science)
+with their plots (the inline matplotlib backend), then rendered by myst-nb.
+
+They are executed here, before Sphinx reads any page, ``PPBO_DOCS_JOBS``
+notebooks at a time (default 2) in fresh ``python3`` kernels, because myst-nb
+executes each notebook while it reads it, one after the other even under
+``sphinx-build -j`` (the notebooks fall into one read batch); myst-nb then
+renders the executed copies (``nb_execution_mode = "off"``). A failing cell stops
+the build with its traceback. The kernels share a persistent JAX compilation
+cache (``JAX_COMPILATION_CACHE_DIR``, by default ``ppbo-docs-jax-cache`` in the
+temporary directory), so a rebuild compiles little. ``PPBO_DOCS_EXECUTE=off``
+renders the notebooks without executing them.
 """
 
+import asyncio
 import os
 import shutil
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -58,14 +71,59 @@ for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
     "```{toctree}\n:maxdepth: 1\n:glob:\n\n*\n```\n"
 )
 
-os.environ.setdefault("PPBO_SMOKE", "1")
-os.environ.setdefault("MPLBACKEND", "Agg")
-# the kernel runs this interpreter's environment (the one with ppbo installed)
+# the kernels run this interpreter's environment (the one with ppbo installed)
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
-nb_execution_mode = os.environ.get("PPBO_DOCS_EXECUTE", "auto")
-nb_execution_timeout = 900
-nb_execution_raise_on_error = True
-nb_execution_show_tb = True
+
+
+def _kernel_env() -> dict[str, str]:
+    """Environment of the notebook kernels: smoke mode, inline plots, one cache."""
+    env = dict(os.environ)
+    env["PPBO_SMOKE"] = "1"
+    # ipykernel's own default, set explicitly: a non-interactive backend inherited
+    # from the shell (MPLBACKEND=Agg) would drop every figure from the pages
+    env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    env.setdefault(
+        "JAX_COMPILATION_CACHE_DIR",
+        os.path.join(tempfile.gettempdir(), "ppbo-docs-jax-cache"),
+    )
+    return env
+
+
+async def _execute_notebooks(paths: list[Path], jobs: int) -> None:
+    """Execute the notebooks at ``paths`` in place, ``jobs`` kernels at a time."""
+    import nbclient
+    import nbformat
+
+    env = _kernel_env()
+    slots = asyncio.Semaphore(jobs)
+
+    async def execute(path: Path) -> None:
+        async with slots:
+            start = time.perf_counter()
+            notebook = nbformat.read(path, as_version=4)
+            client = nbclient.NotebookClient(
+                notebook,
+                timeout=900,
+                kernel_name="python3",
+                resources={"metadata": {"path": str(ROOT / "notebooks")}},
+            )
+            # raises CellExecutionError (the cell and its traceback) on an error
+            await client.async_execute(env=env)
+            nbformat.write(notebook, path)
+            print(f"executed {path.name} in {time.perf_counter() - start:.0f} s")
+
+    await asyncio.gather(*(execute(path) for path in paths))
+
+
+if os.environ.get("PPBO_DOCS_EXECUTE", "on") != "off":
+    asyncio.run(
+        _execute_notebooks(
+            sorted(NOTEBOOKS.glob("*.ipynb")),
+            max(1, int(os.environ.get("PPBO_DOCS_JOBS", "2"))),
+        )
+    )
+# executed above (or not at all): myst-nb renders the notebooks as they are
+nb_execution_mode = "off"
 nb_merge_streams = True
 
 html_theme = "alabaster"
