@@ -658,18 +658,38 @@ def _negative_log_posterior(z, data, config: _Config, num_newton: int):
     return jax.value_and_grad(objective)(z)
 
 
+#: Range ``[lo, hi] * sqrt(d)`` of the lengthscales the L-BFGS restarts start
+#: from, evenly spaced in log (see :func:`_starts`).
+_START_LENGTHSCALES = (0.05, 2.0)
+
+
 @partial(jax.jit, static_argnames=("config", "d", "num"))
 def _starts(key, config: _Config, d: int, num: int) -> jax.Array:
-    names = _hyper_names(config)
+    """``num`` starting points: prior draws, lengthscales on a log grid.
 
-    def start(key):
+    The criterion is often bimodal in the lengthscale (a short-lengthscale mode
+    that fits the duels and a long, nearly linear one), and the default
+    lengthscale prior (median about ``4 sqrt(d)``) puts little mass on the
+    short mode, so restarts drawn from it all fall into the long one. Restart
+    ``i`` therefore starts every lengthscale at the log-spaced point
+    ``(i + 1/2) / num`` of ``[0.05, 2] sqrt(d)`` (the scaling of the prior's
+    median with ``d``); the other sites are prior draws.
+    """
+    names = _hyper_names(config)
+    lo, hi = (math.log(v) + 0.5 * math.log(d) for v in _START_LENGTHSCALES)
+    grid = lo + (jnp.arange(num) + 0.5) / num * (hi - lo)
+
+    def start(key, log_lengthscale):
         parts = []
         for k, name in zip(jax.random.split(key, len(names)), names, strict=True):
+            if name == "lengthscale":
+                parts.append(jnp.full(d, log_lengthscale))
+                continue
             value = jnp.atleast_1d(_prior(config, name, d).sample(k))
             parts.append(jnp.log(value) if name in _POSITIVE else value)
         return jnp.concatenate(parts)
 
-    return jax.vmap(start)(jax.random.split(key, num))
+    return jax.vmap(start)(jax.random.split(key, num), grid)
 
 
 def _map_hyperparameters(key, data, config, laplace):
@@ -710,9 +730,16 @@ def _map_hyperparameters(key, data, config, laplace):
 @partial(jax.jit, static_argnames=("config", "laplace"))
 def _laplace_draws(key, data, params, config: _Config, laplace: Laplace):
     u, B, _ = _newton(params, data, config, config.beta, True, laplace.num_newton)
-    # u ~ N(u_hat, B^-1): with B = C C^T, u = u_hat + C^-T eps.
+    # u ~ N(u_hat, B^-1): with B = C C^T, u = u_hat + C^-T eps. Antithetic pairs
+    # (eps, -eps), and u_hat itself for an odd count, make the draws' mean u_hat
+    # exactly: predictions are linear in u, so the posterior's mixture mean is
+    # the Laplace mean without Monte Carlo error, and the recommendation (the
+    # argmax of that mean) does not depend on the draws.
     C = jnp.linalg.cholesky(B)
-    eps = jax.random.normal(key, (laplace.num_samples, data.capacity))
+    half = laplace.num_samples // 2
+    eps = jax.random.normal(key, (half, data.capacity))
+    odd = jnp.zeros((laplace.num_samples - 2 * half, data.capacity))
+    eps = jnp.concatenate([eps, -eps, odd])
     draws = u + solve_triangular(C.T, eps.T, lower=False).T
     samples = {
         k: jnp.broadcast_to(jnp.asarray(v), (laplace.num_samples, *jnp.shape(v)))
@@ -728,10 +755,13 @@ class Laplace:
 
     The hyperparameters maximise :func:`criterion` plus the log hyperprior (in
     the constrained parameterisation, as :class:`ppbo.MAP`) by L-BFGS over their
-    logarithms from ``num_restarts`` prior draws, unless ``params`` fixes them;
-    the latent posterior at them is the Gaussian ``N(u_hat, B^-1)`` of
-    :func:`laplace_mode`, represented by ``num_samples`` draws so that the
-    posterior's mixture predicts with the Laplace uncertainty.
+    logarithms from ``num_restarts`` starting points (prior draws with the
+    lengthscales spread on a log grid, as the criterion is often bimodal in
+    them), unless ``params`` fixes them; the latent posterior at them is the
+    Gaussian ``N(u_hat, B^-1)`` of :func:`laplace_mode`, represented by
+    ``num_samples`` antithetic draws ``u_hat +- C^-T eps`` (and ``u_hat`` itself
+    for an odd count), so that the posterior's mixture predicts with the
+    Laplace uncertainty and its mean is the Laplace mean exactly.
 
     Args:
         num_samples: latent draws s from the Laplace Gaussian.
