@@ -101,6 +101,17 @@ def _base(config_kernel):
     return KERNELS[config_kernel] if isinstance(config_kernel, str) else config_kernel
 
 
+def _per_source(fn, *args):
+    # One source after another (lax.map), not vmapped: a vmap batches the K
+    # sources' (n, n) Cholesky factorisations and triangular solves, and jaxlib's
+    # CPU LAPACK kernels split a batch over the intra-op thread pool and block a
+    # pool thread until the pieces finish; two such batched calls running at once
+    # on a two-thread pool wait on each other forever (a Diff-GP campaign with
+    # K = 5 sources of 200 rows hung in its first model-based ask). Unbatched calls run
+    # inline, and the sequential loop costs nothing at K <= 10.
+    return jax.lax.map(lambda a: fn(*a), args)
+
+
 def _source_row_noise(params, data: Dataset) -> jax.Array:
     index = jnp.clip(data.source, 0, params["source_noise"].shape[0] - 1)
     return params["source_noise"][index] + JITTER
@@ -127,8 +138,8 @@ def _difference_factor(config: _Config, params, data: Dataset, mu_s, var_s, fact
         r = jnp.where(tmask, data.y - mu, 0.0)
         return L, cho_solve((L, True), r)
 
-    return jax.vmap(one)(
-        params["diff_outputscale"], params["diff_lengthscale"], mu_s, var_s
+    return _per_source(
+        one, params["diff_outputscale"], params["diff_lengthscale"], mu_s, var_s
     )
 
 
@@ -143,8 +154,8 @@ def _difference_predict(config: _Config, params, data: Dataset, Lg, alpha_g, X):
         V = solve_triangular(L, Ks.T, lower=True)
         return Ks @ alpha, jnp.maximum(kernel.diag(X) - jnp.sum(V**2, axis=0), 0.0)
 
-    return jax.vmap(one)(
-        params["diff_outputscale"], params["diff_lengthscale"], Lg, alpha_g
+    return _per_source(
+        one, params["diff_outputscale"], params["diff_lengthscale"], Lg, alpha_g
     )
 
 
@@ -237,8 +248,12 @@ def _model(data: Dataset, *, config: _Config) -> None:
         zero = jnp.zeros_like(data.y)
         return MaskedMultivariateNormal(zero, Kg, tmask).log_prob(data.y - mu)
 
-    terms = jax.vmap(log_likelihood)(
-        params["diff_outputscale"], params["diff_lengthscale"], mu_s, var_s
+    terms = _per_source(
+        log_likelihood,
+        params["diff_outputscale"],
+        params["diff_lengthscale"],
+        mu_s,
+        var_s,
     )
     numpyro.factor("difference", jnp.mean(terms))
 
