@@ -6,10 +6,12 @@ run; two batched calls executing at once on a two-thread pool wait on each other
 forever. A Diff-GP campaign with K = 5 sources hung that way when its model
 vmapped the K difference GPs. Whether the hang shows depends on the machine's core
 count and on XLA's scheduling, so the test checks the cause instead, on the traced
-programs a MAP fit runs: the log density's value and gradient, ``prepare`` and
-``predict`` of one sample must contain no ``cholesky`` or ``triangular_solve``
-whose operands carry a batch axis.
+programs of a campaign step with MAP (the starting points and the BFGS on the log
+density's value and gradient; ``prepare`` and ``predict`` of one sample) must
+contain no ``cholesky`` or ``triangular_solve`` whose operands carry a batch axis.
 """
+
+from functools import partial
 
 import jax
 
@@ -17,10 +19,10 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from jax.flatten_util import ravel_pytree  # noqa: E402
-from numpyro.infer.util import constrain_fn, initialize_model, log_density  # noqa: E402
+from numpyro import handlers  # noqa: E402
 
 import ppbo  # noqa: E402
+from ppbo.inference.map import _optimise  # noqa: E402
 from ppbo.models import diff_gp  # noqa: E402
 
 LAPACK = ("cholesky", "triangular_solve")
@@ -57,21 +59,17 @@ def _data(num_sources: int):
 
 
 def _programs(surrogate, data):
-    info = initialize_model(jax.random.key(0), surrogate.model, model_args=(data,))
-    flat, unravel = ravel_pytree(info.param_info.z)
-
-    def potential(flat):
-        params = constrain_fn(surrogate.model, (data,), {}, unravel(flat))
-        return log_density(surrogate.model, (data,), {}, params)[0]
-
-    params = constrain_fn(surrogate.model, (data,), {}, info.param_info.z)
-    params = {k: v for k, v in params.items() if k != "y"}
-    cache = surrogate.prepare(params, data)
-    X = np.random.default_rng(1).random((7, 2))
+    inference = ppbo.MAP(num_restarts=2, max_iterations=3)
+    trace = handlers.trace(handlers.seed(surrogate.model, 0)).get_trace(data)
+    params = {k: v["value"] for k, v in trace.items() if v["type"] == "sample"}
+    params.pop("y", None)
+    cache = jax.eval_shape(surrogate.prepare, params, data)
+    X = np.random.default_rng(1).random((7, data.dim))
     return {
-        "log density and gradient": jax.make_jaxpr(jax.value_and_grad(potential))(
-            flat
-        ),
+        # the programs of a MAP fit: starting points, BFGS on value and gradient
+        "MAP": jax.make_jaxpr(
+            partial(_optimise, surrogate=surrogate, config=inference)
+        )(jax.random.key(0), data),
         "prepare": jax.make_jaxpr(surrogate.prepare)(params, data),
         "predict": jax.make_jaxpr(surrogate.predict)(params, data, X, cache),
     }
