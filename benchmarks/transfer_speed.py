@@ -18,7 +18,10 @@ recorded as such and the others still run.
 Writes ``benchmarks/results/{name}.json``.
 
 Usage: ``python benchmarks/transfer_speed.py [--family sin1d] [--asks 3]
-[--methods gp env_gp_mode ...] [--timeout 1200] [--name transfer_speed]``.
+[--methods gp env_gp_mode ...] [--timeout 1200] [--name transfer_speed]``;
+``--compare BEFORE.json AFTER.json`` (result files, several of each joined with
+commas) writes ``{name}.json`` with both and ``{name}.md``, a table of the median
+wall and CPU seconds of the warm asks (after the first, without compilation).
 """
 
 from __future__ import annotations
@@ -133,6 +136,44 @@ def run_isolated(family: str, method: str, asks: int, timeout: float) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _warm(result: dict) -> str:
+    if "timed_out_after_seconds" in result:
+        return f"hung (stopped after {result['timed_out_after_seconds']:.0f} s)"
+    warm = [a for a in result["asks"][1:] if a["compilations"] == 0]
+    if not warm:
+        return "no warm ask"
+    wall = float(np.median([a["seconds"] for a in warm]))
+    cpu = float(np.median([a["cpu_seconds"] for a in warm]))
+    return f"{wall:.1f} ({cpu:.2f} CPU)"
+
+
+def compare(before: list[dict], after: list[dict]) -> str:
+    """A Markdown table: seconds per warm ask of each method, before and after."""
+    old = {r["method"]: r for r in before}
+    lines = [
+        "| method | before: s/ask (CPU s) | after: s/ask (CPU s) | "
+        "after: first ask s | after: compilations after the first |",
+        "|---|---|---|---|---|",
+    ]
+    for r in after:
+        first = r["asks"][0]["seconds"] if r.get("asks") else float("nan")
+        was = _warm(old[r["method"]]) if r["method"] in old else "not measured"
+        compiles = r.get("compilations_after_first", "-")
+        lines.append(
+            f"| {r['method']} | {was} | {_warm(r)} | {first:.0f} | {compiles} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _load(paths: str) -> list[dict]:
+    # a method measured again in a later file replaces its earlier result
+    results: dict[str, dict] = {}
+    for path in paths.split(","):
+        for r in json.loads(Path(path).read_text()):
+            results[r["method"]] = r
+    return list(results.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", default="sin1d")
@@ -141,7 +182,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="transfer_speed")
     parser.add_argument("--timeout", type=float, default=1200.0)
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
     args = parser.parse_args(argv)
+    if args.compare:
+        before, after = (_load(p) for p in args.compare)
+        RESULTS.mkdir(exist_ok=True)
+        both = {"before": before, "after": after}
+        (RESULTS / f"{args.name}.json").write_text(json.dumps(both, indent=1))
+        table = compare(before, after)
+        (RESULTS / f"{args.name}.md").write_text(table)
+        print(table)
+        return 0
     if args.one:
         # child process of run_isolated: the result as the last line of stdout
         jax.monitoring.register_event_duration_secs_listener(_count)
