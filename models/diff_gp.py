@@ -107,8 +107,8 @@ def _per_source(fn, *args):
     # CPU LAPACK kernels split a batch over the intra-op thread pool and block a
     # pool thread until the pieces finish; two such batched calls running at once
     # on a two-thread pool wait on each other forever (a Diff-GP campaign with
-    # K = 5 sources of 200 rows hung in its first model-based ask). Unbatched calls run
-    # inline, and the sequential loop costs nothing at K <= 10.
+    # K = 5 sources of 200 rows hung in its first model-based ask). Unbatched
+    # calls run inline, and the sequential loop costs nothing at K <= 10.
     return jax.lax.map(lambda a: fn(*a), args)
 
 
