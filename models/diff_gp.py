@@ -101,6 +101,17 @@ def _base(config_kernel):
     return KERNELS[config_kernel] if isinstance(config_kernel, str) else config_kernel
 
 
+def _per_source(fn, *args):
+    # One source after another (lax.map), not vmapped: a vmap batches the K
+    # sources' (n, n) Cholesky factorisations and triangular solves, and jaxlib's
+    # CPU LAPACK kernels split a batch over the intra-op thread pool and block a
+    # pool thread until the pieces finish; two such batched calls running at once
+    # on a two-thread pool wait on each other forever (a Diff-GP campaign with
+    # K = 5 sources of 200 rows hung in its first model-based ask). Unbatched
+    # calls run inline, and the sequential loop costs nothing at K <= 10.
+    return jax.lax.map(lambda a: fn(*a), args)
+
+
 def _source_row_noise(params, data: Dataset) -> jax.Array:
     index = jnp.clip(data.source, 0, params["source_noise"].shape[0] - 1)
     return params["source_noise"][index] + JITTER
@@ -127,8 +138,8 @@ def _difference_factor(config: _Config, params, data: Dataset, mu_s, var_s, fact
         r = jnp.where(tmask, data.y - mu, 0.0)
         return L, cho_solve((L, True), r)
 
-    return jax.vmap(one)(
-        params["diff_outputscale"], params["diff_lengthscale"], mu_s, var_s
+    return _per_source(
+        one, params["diff_outputscale"], params["diff_lengthscale"], mu_s, var_s
     )
 
 
@@ -143,8 +154,8 @@ def _difference_predict(config: _Config, params, data: Dataset, Lg, alpha_g, X):
         V = solve_triangular(L, Ks.T, lower=True)
         return Ks @ alpha, jnp.maximum(kernel.diag(X) - jnp.sum(V**2, axis=0), 0.0)
 
-    return jax.vmap(one)(
-        params["diff_outputscale"], params["diff_lengthscale"], Lg, alpha_g
+    return _per_source(
+        one, params["diff_outputscale"], params["diff_lengthscale"], Lg, alpha_g
     )
 
 
@@ -225,22 +236,61 @@ def _model(data: Dataset, *, config: _Config) -> None:
     Ks = jnp.where(same, Ks, 0.0)
     numpyro.sample("y", MaskedMultivariateNormal(mean(data.X), Ks, real), obs=data.y)
     # the difference GPs' marginal likelihoods of Delta y on the target rows
-    mu_s, var_s = _source_predict(
-        kernel, mean, data, L, alpha, data.X, config.num_sources
-    )
-    base = _base(config.kernel)
-    tmask = data.target_mask
-
-    def log_likelihood(scale, lengthscale, mu, var):
-        Kg = scale * base(lengthscale).matrix(data.X, data.X)
-        Kg = Kg + jnp.diag(params["noise"] + JITTER + var)
-        zero = jnp.zeros_like(data.y)
-        return MaskedMultivariateNormal(zero, Kg, tmask).log_prob(data.y - mu)
-
-    terms = jax.vmap(log_likelihood)(
-        params["diff_outputscale"], params["diff_lengthscale"], mu_s, var_s
-    )
+    terms = _difference_terms(config, params, data, kernel, mean, L, alpha)
     numpyro.factor("difference", jnp.mean(terms))
+
+
+#: The difference GPs' likelihood gathers the target rows into a block of
+#: ``capacity // TARGET_BLOCK_FRACTION`` rows when they fit in it.
+TARGET_BLOCK_FRACTION = 4
+
+
+def _difference_terms(config: _Config, params, data: Dataset, kernel, mean, L, alpha):
+    """Each difference GP's log marginal likelihood of Delta y_k, shape (K,).
+
+    Only the target rows enter these likelihoods, and a transfer campaign has
+    few target rows beside hundreds of source rows. Padded to the data's
+    capacity, each of the K likelihoods would factorise a capacity-sized matrix
+    that is the identity outside the target rows; instead the target rows are
+    gathered (stable order, so the likelihood is the same up to a permutation)
+    into a block of ``capacity // TARGET_BLOCK_FRACTION`` rows when they fit,
+    and the source posteriors are evaluated at those rows only. The block size
+    is static (one compilation per bucket); a ``lax.cond`` takes the
+    capacity-sized block when there are more target rows.
+    """
+    tmask = data.target_mask
+    order = jnp.argsort(~tmask, stable=True)
+    base = _base(config.kernel)
+
+    def terms(size):
+        rows = order[:size]
+        X, y, mask = data.X[rows], data.y[rows], tmask[rows]
+        mu_s, var_s = _source_predict(
+            kernel, mean, data, L, alpha, X, config.num_sources
+        )
+
+        def log_likelihood(scale, lengthscale, mu, var):
+            Kg = scale * base(lengthscale).matrix(X, X)
+            Kg = Kg + jnp.diag(params["noise"] + JITTER + var)
+            zero = jnp.zeros_like(y)
+            return MaskedMultivariateNormal(zero, Kg, mask).log_prob(y - mu)
+
+        return _per_source(
+            log_likelihood,
+            params["diff_outputscale"],
+            params["diff_lengthscale"],
+            mu_s,
+            var_s,
+        )
+
+    block = data.capacity // TARGET_BLOCK_FRACTION
+    if block < 1:
+        return terms(data.capacity)
+    return jax.lax.cond(
+        jnp.sum(tmask) <= block,
+        lambda: terms(block),
+        lambda: terms(data.capacity),
+    )
 
 
 def _prepare(params, data: Dataset, *, config: _Config) -> dict[str, jax.Array]:

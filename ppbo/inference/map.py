@@ -40,7 +40,11 @@ def _optimise(key, data: Dataset, surrogate: Surrogate, config: MAP):
         )
         return info.param_info.z
 
-    z0 = jax.vmap(start)(jax.random.split(key, config.num_restarts))
+    # starting points one after another too (lax.map): a vmap batches the model's
+    # Cholesky factorisations and triangular solves over the restarts, and two
+    # batched LAPACK calls running at once deadlock jaxlib's CPU thread pool (see
+    # ppbo.models.diff_gp); one model evaluation per restart costs nothing here
+    z0 = jax.lax.map(start, jax.random.split(key, config.num_restarts))
     _, unravel = ravel_pytree(jax.tree.map(lambda a: a[0], z0))
 
     def constrained(z):

@@ -41,8 +41,9 @@ def _sources():
             {"name": "env_gp", "variant": "bayes"},
             ppbo.NUTS(num_warmup=8, num_samples=8, num_chains=1),
         ),
+        ({"name": "diff_gp"}, ppbo.MAP(num_restarts=2)),
     ],
-    ids=["env_gp-mode-map", "env_gp-bayes-nuts"],
+    ids=["env_gp-mode-map", "env_gp-bayes-nuts", "diff_gp-map"],
 )
 def test_asks_inside_a_bucket_do_not_compile(surrogate, inference, compile_counter):
     n_source = 9 + 12

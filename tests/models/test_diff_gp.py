@@ -137,8 +137,11 @@ def test_augmented_prediction_matches_dense_diff_gp():
         np.testing.assert_allclose(parts[name], ref[name], rtol=0, atol=1e-8)
 
 
-def test_likelihood_is_source_gps_times_difference_gps():
-    X, y, source, data = make_data()
+@pytest.mark.parametrize("capacity", [16, 11], ids=["target-block", "full"])
+def test_likelihood_is_source_gps_times_difference_gps(capacity):
+    # capacity 16: the 3 target rows fit the gathered block of 16 // 4 rows;
+    # capacity 11: they do not (11 // 4 = 2), and the full-size path runs
+    X, y, source, data = make_data(capacity=capacity)
     sample = {name: np.asarray(value) for name, value in PARAMS.items()}
     trace = handlers.trace(handlers.substitute(AUGMENTED.model, sample)).get_trace(data)
     observed = sum(
@@ -276,3 +279,37 @@ def test_campaign_step_with_map_and_nuts(method):
     assert result.posterior.samples["diff_lengthscale"].shape[1:] == (2, DIM)
     mean, var = result.posterior.predict(X_TEST)
     assert np.all(np.isfinite(mean)) and np.all(var >= 0.0)
+
+
+def _log_density(data):
+    from numpyro.infer.util import log_density
+
+    def value(params):
+        return log_density(AUGMENTED.model, (data,), {}, params)[0]
+
+    return jax.jit(jax.value_and_grad(value))
+
+
+def test_likelihood_gradient_same_on_both_paths_and_matches_finite_differences():
+    # the target-block path (capacity 32) and the full one (capacity 11) give the
+    # same value and gradient, and the gradient is the central difference quotient
+    params = {name: np.asarray(value, float) for name, value in PARAMS.items()}
+    block = _log_density(make_data(capacity=32)[3])
+    full = _log_density(make_data(capacity=11)[3])
+    value, grad = block(params)
+    value_full, grad_full = full(params)
+    np.testing.assert_allclose(value, value_full, rtol=1e-12)
+    for name in params:
+        np.testing.assert_allclose(grad[name], grad_full[name], rtol=1e-9, atol=1e-9)
+    h = 1e-6
+    for name, theta in params.items():
+        flat = theta.reshape(-1)
+        for i in range(flat.size):
+            step = np.zeros_like(flat)
+            step[i] = h * max(1.0, abs(flat[i]))
+            up = params | {name: (flat + step).reshape(theta.shape)}
+            down = params | {name: (flat - step).reshape(theta.shape)}
+            quotient = (block(up)[0] - block(down)[0]) / (2 * step[i])
+            np.testing.assert_allclose(
+                np.asarray(grad[name]).reshape(-1)[i], quotient, rtol=1e-5, atol=1e-5
+            )
