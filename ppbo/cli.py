@@ -799,7 +799,7 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--acquisition",
         default=None,
-        help="log_ei (default), pes, ei, ucb, kg, thompson, mes, es",
+        help="log_ei (default), log_nei, pes, ei, ucb, kg, thompson, mes, es",
     )
     parser.add_argument(
         "--model",
