@@ -326,7 +326,9 @@ def estimate_basis_prior(
             G + lam * jnp.eye(G.shape[0]), P.T @ jnp.where(mask, y, 0.0)
         )
 
-    W = jax.vmap(weights)(masks)
+    # one source at a time: a batched solve inside the MAP fit's loop can deadlock
+    # jaxlib's CPU LAPACK kernels on a two-thread pool (see test_transfer_lapack)
+    W = jax.lax.map(weights, masks)
     K = W.shape[0]
     u = jnp.mean(W, axis=0)
     R = W - u

@@ -212,8 +212,12 @@ def _task_predict(p, cache, X_data, mask, X):
 
 def _trainer(key, data: Dataset, *, config: _Config):
     masks = task_masks(data, config.num_sources)
-    params = jax.vmap(lambda m: _fit_task(data.X, data.y, m, config))(masks)
-    caches = jax.vmap(lambda p, m: _task_cache(p, data.X, data.y, m))(params, masks)
+    # tasks one at a time (lax.map, not vmap): batched factorisations inside the
+    # fits' loops can deadlock jaxlib's CPU LAPACK kernels on a two-thread pool
+    params = jax.lax.map(lambda m: _fit_task(data.X, data.y, m, config), masks)
+    caches = jax.lax.map(
+        lambda pm: _task_cache(pm[0], data.X, data.y, pm[1]), (params, masks)
+    )
     target = masks[-1]
     # source models at the target points; the target model leave-one-out (R&W 5.12)
     means = jax.vmap(lambda p, c, m: _task_predict(p, c, data.X, m, data.X)[0])(
@@ -242,7 +246,9 @@ def _trainer(key, data: Dataset, *, config: _Config):
 def _prepare(params, data: Dataset, *, config: _Config):
     masks = task_masks(data, config.num_sources)
     task = {k: params[k] for k in ("lengthscale", "outputscale", "noise", "mean")}
-    return jax.vmap(lambda p, m: _task_cache(p, data.X, data.y, m))(task, masks)
+    return jax.lax.map(
+        lambda pm: _task_cache(pm[0], data.X, data.y, pm[1]), (task, masks)
+    )
 
 
 def _per_task(params, data, X, cache, config):
