@@ -39,10 +39,10 @@ __all__ = [
 #: measured regret of the best evaluated point (benchmarks/README.md); it needs only
 #: the surrogate's predictive mean and variance, so it applies to every surrogate.
 DEFAULT_ACQUISITION = "log_ei"
-#: Inference used when none is given: MAP hyperparameters, which found better best
-#: values than NUTS at 30 evaluations on three of the six problems of
-#: benchmarks/README.md and worse on one, at a fraction of the time per step (the
-#: fully Bayesian GP explores more); NUTS is ``inference="nuts"``.
+#: Inference used when none is given: MAP hyperparameters; NUTS's median best value
+#: after 30 evaluations was at or below MAP's on one of the six problems of
+#: benchmarks/README.md (20 seeds), at six to ten times the time per step; NUTS is
+#: ``inference="nuts"``.
 DEFAULT_INFERENCE = "MAP"
 
 #: Acquisition name -> attribute of :mod:`ppbo.acquisition`.
