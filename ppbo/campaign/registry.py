@@ -41,7 +41,7 @@ __all__ = [
 DEFAULT_ACQUISITION = "log_ei"
 #: Inference used when none is given: MAP hyperparameters; NUTS's median best value
 #: after 30 evaluations was at or below MAP's on one of the six problems of
-#: benchmarks/README.md (20 seeds), at six to ten times the time per step; NUTS is
+#: benchmarks/README.md (20 seeds), at five to ten times the time per step; NUTS is
 #: ``inference="nuts"``.
 DEFAULT_INFERENCE = "MAP"
 
