@@ -553,10 +553,7 @@ def _components(space, named, sources, transfer_options):
     surrogate, inference, acquisition = named
     sources = validate_sources(sources, space)
     transfer = transfer_config(sources, space, *transfer_options)
-    parts, specs = registry.resolve_components(surrogate, inference, acquisition)
-    filled = registry.fill_space_options(specs["surrogate"], space)
-    if filled != specs["surrogate"]:  # e.g. the forest's native inputs
-        parts, specs = registry.resolve_components(filled, inference, acquisition)
+    parts, specs = registry.resolve_components(surrogate, inference, acquisition, space)
     if not sources:
         return parts, specs, {}
     parts, specs = _transfer_components(

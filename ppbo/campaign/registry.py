@@ -32,7 +32,6 @@ __all__ = [
     "resolve_inference",
     "resolve_acquisition",
     "resolve_components",
-    "fill_space_options",
 ]
 
 #: Acquisition used when none is given: log-EI, the acquisition with the best
@@ -347,7 +346,7 @@ def _thawed(value: Any) -> Any:
     return value
 
 
-def resolve_surrogate(surrogate: Any) -> tuple[Surrogate, dict]:
+def resolve_surrogate(surrogate: Any, space: Any = None) -> tuple[Surrogate, dict]:
     """A surrogate and its JSON spec from a name, a spec or a :class:`Surrogate`.
 
     Args:
@@ -355,6 +354,12 @@ def resolve_surrogate(surrogate: Any) -> tuple[Surrogate, dict]:
             ``"multitask_gp"``, ``"dngo"``, ``"ablr"``, ``"forest"``, a spec
             ``{"name": "gp", "kernel": ...}``, or a :class:`ppbo.Surrogate`
             (spec ``{"name": "custom"}``).
+        space: the campaign's :class:`ppbo.Space`, or None. A surrogate whose
+            options contain ``columns`` (the forest, for its native integer and
+            categorical inputs) gets the space's description
+            (:func:`ppbo.models.forest.columns_of`) when that option is None; the
+            filled spec is what the campaign stores, so a loaded campaign
+            rebuilds the same surrogate.
 
     Raises:
         ValueError: for an unknown name or option.
@@ -367,6 +372,10 @@ def resolve_surrogate(surrogate: Any) -> tuple[Surrogate, dict]:
         >>> resolve_surrogate(spec)[1]  # doctest: +NORMALIZE_WHITESPACE
         {'name': 'gp', 'kernel': 'matern52', 'mean': 'constant',
          'lengthscale_prior': 'dimension_scaled'}
+        >>> import ppbo
+        >>> space = ppbo.Space({"n": ppbo.Integer(1, 3), "x": ppbo.Real(0.0, 1.0)})
+        >>> resolve_surrogate("forest", space)[1]["columns"]
+        [['integer', 1, 3, False], ['real']]
     """
     if surrogate is None:
         surrogate = "gp"
@@ -390,6 +399,10 @@ def resolve_surrogate(surrogate: Any) -> tuple[Surrogate, dict]:
             f"are {sorted(defaults)}"
         )
     options = defaults | spec
+    if space is not None and "columns" in defaults and options["columns"] is None:
+        from ppbo.models.forest import columns_of
+
+        options["columns"] = columns_of(space)
     try:
         built = _build_surrogate(
             name, tuple(sorted((k, _frozen(v)) for k, v in options.items()))
@@ -467,9 +480,15 @@ def resolve_acquisition(acquisition: Any) -> tuple[Acquisition, dict]:
 
 
 def resolve_components(
-    surrogate: Any = None, inference: Any = None, acquisition: Any = None
+    surrogate: Any = None,
+    inference: Any = None,
+    acquisition: Any = None,
+    space: Any = None,
 ) -> tuple[dict, dict]:
     """A campaign's surrogate, inference and acquisition, and their JSON specs.
+
+    ``space`` (the campaign's :class:`ppbo.Space`) fills the surrogate options
+    that describe it (see :func:`resolve_surrogate`).
 
     Defaults: the ``"gp"`` surrogate; :data:`DEFAULT_INFERENCE`, or
     :class:`ppbo.Train` for a surrogate with its own trainer, or the
@@ -488,7 +507,7 @@ def resolve_components(
     """
     from ppbo.acquisition.base import default_acquisition
 
-    surrogate, surrogate_spec = resolve_surrogate(surrogate)
+    surrogate, surrogate_spec = resolve_surrogate(surrogate, space)
     if inference is None and surrogate.trainer is not None:
         from ppbo.inference import Train
 
@@ -510,29 +529,3 @@ def resolve_components(
         "acquisition": acquisition_spec,
     }
     return components, specs
-
-
-def fill_space_options(spec: Mapping[str, Any], space: Any) -> dict:
-    """A surrogate spec with the options that describe the campaign's space.
-
-    A registry surrogate whose options contain ``columns`` (the forest, for its
-    native integer and categorical inputs) gets the space's description
-    (:func:`ppbo.models.forest.columns_of`) when that option is None; other
-    specs come back unchanged. The filled spec is what the campaign stores, so
-    a loaded campaign rebuilds the same surrogate.
-
-    Example:
-        >>> import ppbo
-        >>> space = ppbo.Space({"n": ppbo.Integer(1, 3), "x": ppbo.Real(0.0, 1.0)})
-        >>> fill_space_options({"name": "forest", "columns": None}, space)["columns"]
-        [['integer', 1, 3, False], ['real']]
-        >>> fill_space_options({"name": "gp"}, space)
-        {'name': 'gp'}
-    """
-    spec = dict(spec)
-    defaults = SURROGATES.get(spec.get("name"), (None, {}))[1]
-    if "columns" in defaults and spec.get("columns") is None:
-        from ppbo.models.forest import columns_of
-
-        spec["columns"] = columns_of(space)
-    return spec
