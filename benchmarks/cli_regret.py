@@ -125,16 +125,13 @@ def main() -> None:
     records = [json.loads(line) for line in log.read_text().splitlines()]
     summary = {}
     for problem in args.problems:
-        rs = [
-            r["best_observed_regret"]
+        runs = [
+            r
             for r in records
             if r["problem"] == problem and r["noise_var"] == args.noise_var
         ]
-        secs = [
-            r["seconds"]
-            for r in records
-            if r["problem"] == problem and r["noise_var"] == args.noise_var
-        ]
+        rs = [r["best_observed_regret"] for r in runs]
+        secs = [r["seconds"] for r in runs]
         summary[problem] = {
             "seeds": len(rs),
             "median_best_observed_regret": float(np.median(rs)),
