@@ -15,7 +15,10 @@ On a CPU, from :data:`LAPACK_MIN_SIZE` rows up, the value and gradient therefore
 call LAPACK's ``dpotrf``, ``dpotrs`` and ``dpotri`` (SciPy's LAPACK, the one XLA's
 own Cholesky calls) on the host: ``dpotri`` forms ``K^-1`` from the factor in
 ``2 n^3 / 3`` flops, so value and gradient cost three factorisations' flops, the
-floor for an exact gradient. Smaller matrices, and every other backend, stay in
+floor for an exact gradient. That path returns the gradient with respect to the
+symmetric ``K`` folded onto its upper triangle (off-diagonal entries doubled, the
+lower triangle zero): the same derivative along every symmetric direction, so
+the same hyperparameter gradients, without copying ``K^-1`` onto both triangles. Smaller matrices, and every other backend, stay in
 XLA, where a host call's fixed cost (about 0.7 ms) would dominate or the data
 would leave the device. Measured on two cores (benchmarks/fit_speed.py), a whole
 log-posterior gradient of the GP takes the same time both ways at 224 rows, and
@@ -44,7 +47,7 @@ __all__ = [
 #: Rows from which the value and gradient of :func:`gaussian_log_density` call
 #: LAPACK's ``dpotri`` on a CPU (see the module docstring); ``None`` turns the
 #: host path off. Read when a function is traced, so set it before compiling.
-LAPACK_MIN_SIZE: int | None = 256
+LAPACK_MIN_SIZE: int | None = 200
 
 
 def masked_covariance(K: jax.Array, mask: jax.Array) -> jax.Array:
@@ -89,25 +92,15 @@ def gaussian_log_density(K: jax.Array, r: jax.Array, num: jax.Array) -> jax.Arra
     return _log_density(K, r, num)[0]
 
 
-def _mirror_upper(M: np.ndarray, block: int = 64) -> np.ndarray:
-    # Copy the upper triangle of the C-ordered M onto its lower one in place,
-    # block row by block row: each copy reads a contiguous slab (np.tril's mask
-    # costs as much as dpotri itself at a thousand rows).
-    n = M.shape[0]
-    for i in range(0, n, block):
-        j = min(i + block, n)
-        M[i:j, :i] = M[:i, i:j].T
-        tile = M[i:j, i:j]
-        tile[np.tril_indices(j - i, -1)] = tile.T[np.tril_indices(j - i, -1)]
-    return M
-
-
 def _lapack_value_and_inverse(K, r, num):
     # float64 host arrays in, (value, alpha, K^-1) out; NaN when K is not
     # positive definite, as XLA's Cholesky gives, so samplers treat it alike.
     # K is symmetric, so its transpose is the same matrix in Fortran order:
     # LAPACK factors a plain copy of it, and the transpose of dpotri's
-    # Fortran-order result is C-ordered with K^-1 in its upper triangle.
+    # Fortran-order result is C-ordered with K^-1 in its upper triangle. The
+    # strictly lower triangle is left as it is (finite, not K^-1): copying the
+    # upper triangle onto it costs half as much as dpotri at a thousand rows,
+    # and the gradient needs only one triangle (see _bwd).
     n = K.shape[0]
     L, info = lapack.dpotrf(K.T, lower=1, clean=0)
     if info != 0:
@@ -116,7 +109,7 @@ def _lapack_value_and_inverse(K, r, num):
     log_det = 2.0 * np.sum(np.log(np.diagonal(L)))
     K_inv, _ = lapack.dpotri(L, lower=1, overwrite_c=1)
     value = -0.5 * (r @ alpha + log_det + num * math.log(2 * math.pi))
-    return np.float64(value), alpha, _mirror_upper(K_inv.T)
+    return np.float64(value), alpha, K_inv.T
 
 
 def _host_fwd(K, r, num):
@@ -167,8 +160,24 @@ def _fwd(K, r, num):
     return value, (alpha, K_inv)
 
 
+def _upper_weights(n: int, dtype) -> jax.Array:
+    # 1 above the diagonal, 1/2 on it, 0 below: the cotangent of a symmetric K
+    # from one triangle of a symmetric G, sum_ab G_ab dK_ab = sum_ab W_ab G_ab dK_ab
+    # with W_ab = 2 [a < b] + [a == b] for every symmetric dK; halved here.
+    i = jax.lax.broadcasted_iota(jnp.int32, (n, n), 0)
+    j = jax.lax.broadcasted_iota(jnp.int32, (n, n), 1)
+    return jnp.where(i < j, 1.0, jnp.where(i == j, 0.5, 0.0)).astype(dtype)
+
+
 def _bwd(residuals, g):
     alpha, K_inv = residuals
+    if _on_host(K_inv):
+        # K^-1 is valid in its upper triangle only: the cotangent is the
+        # gradient (alpha alpha^T - K^-1) / 2 folded onto that triangle, equal to
+        # it along every symmetric direction (K is a covariance). Multiplying
+        # rather than selecting keeps a NaN K^-1 NaN everywhere.
+        weights = _upper_weights(K_inv.shape[-1], K_inv.dtype)
+        return g * weights * (jnp.outer(alpha, alpha) - K_inv), -g * alpha, None
     grad_K = 0.5 * g * (jnp.outer(alpha, alpha) - K_inv)
     return grad_K, -g * alpha, None
 

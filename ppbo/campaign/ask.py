@@ -71,7 +71,9 @@ class Setup:
 
     @property
     def acquisition_samples(self) -> int | None:
-        """How many posterior samples the acquisition averages over."""
+        """How many posterior samples the acquisition averages over (None: the
+        step's default, :data:`ppbo.campaign.step.ACQUISITION_SAMPLES` of a
+        larger posterior)."""
         return self.config.get("acquisition_samples") or self.acquisition.num_samples
 
     @property

@@ -106,7 +106,8 @@ class Optimizer:
         acquisition_samples: average the acquisition over this many evenly
             spaced hyperparameter samples (default: the acquisition's
             ``num_samples``, 16 for PES and ES as the PES authors' code uses a
-            handful; all samples for EI and the other cheap acquisitions). A
+            handful; for the others 16 of a posterior with more samples, all of
+            a smaller one). A
             posterior with fewer samples (MAP, ``Fixed``) is repeated, so that
             PES still averages over that many sampled maximisers x*.
         sources: source tasks (a list of :class:`ppbo.Source`) in this space,

@@ -168,3 +168,46 @@ def test_discrete_points_are_chosen_by_their_snapped_acquisition_value(q):
         np.testing.assert_allclose(value, scores.max(), rtol=1e-10)
         posterior = condition_on_pending(result.posterior, result.X[:1])
     assert len({float(x[0]) for x in result.X}) == q
+
+
+@pytest.mark.parametrize(
+    ("num_samples", "given", "expected"),
+    [(40, None, 16), (8, None, 8), (40, 32, 32), (1, None, 1)],
+)
+def test_acquisition_averages_over_sixteen_samples_unless_told(
+    num_samples, given, expected, monkeypatch
+):
+    # An acquisition without its own num_samples averages over 16 evenly spaced
+    # samples of a larger posterior and over all of a smaller one (MAP is not
+    # repeated); the campaign's acquisition_samples overrides both.
+    from ppbo.campaign import step as step_module
+    from ppbo.models import gp
+
+    seen = []
+
+    def spy(acquisition, posterior, key, **kwargs):
+        seen.append(posterior)
+        return np.zeros((1, 2)), np.zeros(1)
+
+    monkeypatch.setattr(step_module, "optimize_acquisition", spy)
+    X = np.random.default_rng(0).random((6, 2))
+    data = ppbo.Dataset(X, np.sin(3 * X).sum(axis=1))
+    surrogate = gp.surrogate()
+    posterior = ppbo.fit(surrogate, data, ppbo.MAP(), jax.random.key(0))
+    # the MAP sample repeated, each copy marked by its index in its noise value
+    many = posterior.thin(num_samples)
+    marker = np.arange(num_samples, dtype=np.float64)
+    posterior = many._replace(samples={**many.samples, "noise": marker})
+    step(
+        jax.random.key(1),
+        surrogate,
+        ppbo.MAP(),
+        ppbo.acquisition.log_ei,
+        data,
+        fitted=posterior,
+        acquisition_samples=given,
+    )
+    (scored,) = seen
+    assert scored.num_samples == expected
+    index = (np.arange(expected) * num_samples) // expected
+    np.testing.assert_array_equal(scored.samples["noise"], marker[index])
