@@ -53,12 +53,14 @@ _HARTMANN6 = benchmarks.get("hartmann6")
 SIZES = [20, 50, 100, 200, 500, 1000]
 
 #: Setting name -> the inference config it fits with. ``nuts_default`` is what
-#: ``inference="nuts"`` gives a campaign (64 step-size warm-up iterations on a
-#: refit); ``nuts_256`` the defaults before (256 warm-up iterations with
-#: mass-matrix adaptation on every refit, 256 draws); ``nuts_refit32`` a shorter
-#: refit warm-up; ``slice`` the slice sampler's defaults.
+#: ``inference="nuts"`` gives a campaign (64 draws, 64 step-size warm-up
+#: iterations on a refit); ``nuts_128`` the same with the 128 draws of the
+#: previous default; ``nuts_256`` the defaults before that (256 warm-up iterations
+#: with mass-matrix adaptation on every refit, 256 draws); ``nuts_refit32`` a
+#: shorter refit warm-up; ``slice`` the slice sampler's defaults.
 SETTINGS = {
     "nuts_default": lambda: ppbo.NUTS(),
+    "nuts_128": lambda: ppbo.NUTS(num_samples=128),
     "nuts_256": lambda: ppbo.NUTS(num_samples=256, refit_warmup=None),
     "nuts_refit32": lambda: ppbo.NUTS(refit_warmup=32),
     "slice": lambda: ppbo.Slice(),

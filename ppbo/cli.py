@@ -815,7 +815,7 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         "--samples",
         type=int,
         default=None,
-        help="MCMC warm-up and samples (NUTS default: 256 warm-up, 128 samples)",
+        help="MCMC warm-up and samples (NUTS default: 256 warm-up, 64 samples)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(

@@ -120,12 +120,16 @@ class NUTS:
             None: a warm-started fit runs the full ``num_warmup`` with windowed
             mass-matrix adaptation, as a cold one does.
 
-    The defaults (128 draws; 64 warm-up iterations for a warm-started refit) were
+    The defaults (64 draws; 64 warm-up iterations for a warm-started refit) were
     chosen by effective samples per second and by regret (benchmarks/README.md,
     "fit_speed.py"): with the mass matrix from the previous draws a refit at
     n = 50 (Hartmann-6) runs 13 leapfrog steps a draw, takes 0.42 s instead of
     0.97 s and gives twice the effective samples per second; 32 warm-up
-    iterations left the step size too large (divergences at n = 20 to 100).
+    iterations left the step size too large (divergences at n = 20 to 100). A
+    campaign's acquisition averages over 16 evenly spaced draws
+    (:data:`ppbo.campaign.step.ACQUISITION_SAMPLES`), as BoTorch's fully
+    Bayesian GP keeps 16 of 256 NUTS draws; 64 draws give those 16 from a chain
+    four times as long, at half the refit time of 128.
 
     Example:
         >>> import jax
@@ -139,7 +143,7 @@ class NUTS:
     """
 
     num_warmup: int = 256
-    num_samples: int = 128
+    num_samples: int = 64
     thinning: int = 1
     num_chains: int = 1
     dense_mass: bool = False
