@@ -261,12 +261,13 @@ def _bootstrap(values: np.ndarray, seed: int = 0) -> tuple[float, float]:
 
 
 def summarise(records: list[dict]) -> dict:
-    """Median regret and latent-scale ratio per problem, level and arm."""
+    """Median regret and latent-scale ratio per problem, level, budget and arm."""
     groups: dict[tuple, list[dict]] = {}
     for r in records:
-        groups.setdefault((r["problem"], r["level"], r["arm"]), []).append(r)
+        key = (r["problem"], r["level"], r["comparisons"], r["arm"])
+        groups.setdefault(key, []).append(r)
     rows = []
-    for (problem, level, arm), runs in sorted(groups.items()):
+    for (problem, level, _, arm), runs in sorted(groups.items()):
         regret = np.array([r["regret"] for r in runs])
         ratio = np.array([r["latent_scale_ratio"] for r in runs])
         lo, hi = _bootstrap(regret)
@@ -310,15 +311,16 @@ def write_outputs(summary: dict, name: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = sorted({(r["problem"], r["level"]) for r in summary["rows"]})
+    def panel(r: dict) -> tuple:
+        return r["problem"], r["level"], r["comparisons"]
+
+    panels = sorted({panel(r) for r in summary["rows"]})
     if not panels:
         return
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.5))
     axes = np.atleast_1d(axes)
-    for ax, (problem, level) in zip(axes, panels, strict=True):
-        rows = [
-            r for r in summary["rows"] if (r["problem"], r["level"]) == (problem, level)
-        ]
+    for ax, (problem, level, comparisons) in zip(axes, panels, strict=True):
+        rows = [r for r in summary["rows"] if panel(r) == (problem, level, comparisons)]
         medians = [r["median_regret"] for r in rows]
         lo = [m - r["regret_band_90"][0] for m, r in zip(medians, rows, strict=True)]
         hi = [r["regret_band_90"][1] - m for m, r in zip(medians, rows, strict=True)]
@@ -330,7 +332,8 @@ def write_outputs(summary: dict, name: str) -> None:
             ha="right",
             fontsize=7,
         )
-        ax.set_title(f"{problem} ({level} noise)", fontsize=9)
+        title = f"{problem} ({level} noise, {comparisons} comparisons)"
+        ax.set_title(title, fontsize=9)
         ax.set_ylabel("utility regret (normalised)")
     fig.tight_layout()
     fig.savefig(RESULTS / f"{name}.png", dpi=120)
