@@ -45,7 +45,8 @@ the same transform of the same anchors), 1 when the scale is recovered.
 Writes ``benchmarks/results/preferential.{jsonl,json,md,png}``; runs already in
 the JSONL file are skipped, so a sweep resumes. The BoTorch peer
 (``benchmarks/peers/botorch_preferential.py``) appends to
-``results/preferential_botorch.jsonl``, merged with ``--peers``.
+``results/preferential_botorch.jsonl``, merged with ``--peers`` (a peer's run is
+listed only beside ppbo runs of the same problem, noise level and comparison count).
 
 Usage: ``python benchmarks/preferential.py [--problems forrester branin]
 [--arms eubo eubo+anchors] [--levels medium] [--seeds 3] [--comparisons 30]
@@ -382,10 +383,16 @@ def main() -> int:
                         with path.open("a") as handle:
                             handle.write(json.dumps(record) + "\n")
                         print(json.dumps(record), flush=True)
+    # a peer's run is listed beside ppbo's runs of the same protocol only
+    protocols = {(r["problem"], r["level"], r["comparisons"]) for r in records}
     for peer in args.peers:
-        records += _load(
-            Path(peer) if Path(peer).is_absolute() else RESULTS.parent / peer
-        )
+        records += [
+            r
+            for r in _load(
+                Path(peer) if Path(peer).is_absolute() else RESULTS.parent / peer
+            )
+            if (r["problem"], r["level"], r["comparisons"]) in protocols
+        ]
     summary = summarise(records)
     write_outputs(summary, args.name)
     print((RESULTS / f"{args.name}.md").read_text())
