@@ -680,7 +680,7 @@ def _create_preference(args: argparse.Namespace, space) -> int:
     return 0
 
 
-# each drift strategy's one option: its flag, its keyword, how it is read
+# each drift strategy's one option: its flag and its strategy_options key
 _DRIFT_OPTIONS = {
     "restart": ("--horizon", "horizon"),
     "sliding_window": ("--window", "window"),
