@@ -27,6 +27,14 @@ comparisons), ``eubo+anchors-wp`` (the weighted penalty with a half-life of half
 the comparisons), ``eubo+anchors-budget`` (a budget of half the anchors, added one by
 one with replacement), ``dueling_thompson+anchors`` and ``anpei+anchors-het``.
 
+Drifting experts (``--problems branin_drift six_hump_camel_drift``): comparison
+``i`` of ``T = 4 d + comparisons`` is answered on the objective translated by
+``(i / T) * shift`` in unit-cube coordinates (``DRIFTS``: Branin by (0.3, 0.3),
+whose middle minimum moves from (0.54, 0.15) to (0.84, 0.45); the camel by
+(0.3, 0)), the anchors are measured at the start, and the recommendation is
+scored against the objective at the end (``tau = 1``): the case the drift
+strategies are for.
+
 Scores: the **utility regret** ``-u(x_rec)`` of the recommendation ``x_rec``, the
 maximiser of the posterior mean over the evaluated points (duel points and
 anchors); the **latent-scale ratio**: the standard deviation of the posterior
@@ -37,11 +45,12 @@ the same transform of the same anchors), 1 when the scale is recovered.
 Writes ``benchmarks/results/preferential.{jsonl,json,md,png}``; runs already in
 the JSONL file are skipped, so a sweep resumes. The BoTorch peer
 (``benchmarks/peers/botorch_preferential.py``) appends to
-``results/preferential_botorch.jsonl``, merged with ``--peers``.
+``results/preferential_botorch.jsonl``, merged with ``--peers`` (a peer's run is
+listed only beside ppbo runs of the same problem, noise level and comparison count).
 
 Usage: ``python benchmarks/preferential.py [--problems forrester branin]
 [--arms eubo eubo+anchors] [--levels medium] [--seeds 3] [--comparisons 30]
-[--peers results/preferential_botorch.jsonl] [--table]``.
+[--peers results/preferential_botorch.jsonl] [--table] [--name preferential_drift]``.
 """
 
 from __future__ import annotations
@@ -57,6 +66,9 @@ from scipy.stats import qmc
 RESULTS = Path(__file__).parent / "results"
 LEVELS = {"low": 0.01, "medium": 0.05, "high": 0.1}
 PROBLEMS = ("forrester", "six_hump_camel", "branin", "hartmann6", "ackley6")
+# Drifting experts: the objective translated linearly with the comparison index,
+# by DRIFTS[name] (unit-cube coordinates) from the first comparison to the end.
+DRIFTS = {"branin_drift": (0.3, 0.3), "six_hump_camel_drift": (0.3, 0.0)}
 ARMS = {
     "sobol": {"acquisition": "eubo", "anchors": False, "design_only": True},
     "eubo": {"acquisition": "eubo", "anchors": False},
@@ -98,34 +110,46 @@ def _six_hump_camel(x: np.ndarray) -> np.ndarray:
 
 
 class Simulated:
-    """A problem in unit-cube coordinates with its normalised utility."""
+    """A problem in unit-cube coordinates with its normalised utility.
+
+    A drifting problem (a name in ``DRIFTS``) at time ``tau`` in [0, 1] is the
+    base problem translated by ``tau * shift``: ``f_tau(u) = f(u - tau * shift)``,
+    so its minimisers move by ``tau * shift``. Translated Branin and six-hump
+    camel keep their global minimum value (Branin's minima repeat wherever
+    ``cos x1 = -1`` meets its parabola, the camel grows outside its box) and a
+    minimiser inside the box for the shifts used; Forrester does not (its
+    continuation past ``x = 1`` reaches about -30), so it has no drifting variant.
+    ``R`` (the utility's range) is that of the problem at ``tau = 0``.
+    """
 
     def __init__(self, name: str):
         from ppbo.benchmarks import get
 
         self.name = name
-        if name == "six_hump_camel":
+        base = name.removesuffix("_drift") if name in DRIFTS else name
+        if base == "six_hump_camel":
             self.bounds = np.array([[-3.0, 3.0], [-2.0, 2.0]])
             self.f = _six_hump_camel
             self.f_star = -1.031628453489877
         else:
-            problem = get("ackley", d=6) if name == "ackley6" else get(name)
+            problem = get("ackley", d=6) if base == "ackley6" else get(base)
             self.bounds = np.asarray(problem.bounds)
             self.f = problem.objective
             self.f_star = problem.optimum_value
         self.d = self.bounds.shape[0]
+        self.shift = np.asarray(DRIFTS.get(name, np.zeros(self.d)), dtype=np.float64)
         U = qmc.Sobol(self.d, scramble=True, seed=0).random(4096)
         self.R = float(np.max(self.value(U)) - self.f_star)
 
-    def value(self, U: np.ndarray) -> np.ndarray:
-        """``f`` at unit-cube points (m, d)."""
+    def value(self, U: np.ndarray, tau: float = 0.0) -> np.ndarray:
+        """``f`` at unit-cube points (m, d), at time ``tau`` for a drifting one."""
         lo, hi = self.bounds[:, 0], self.bounds[:, 1]
-        X = lo + np.asarray(U, dtype=np.float64) * (hi - lo)
-        return np.asarray(self.f(X), dtype=np.float64).reshape(-1)
+        U = np.asarray(U, dtype=np.float64) - tau * self.shift
+        return np.asarray(self.f(lo + U * (hi - lo)), dtype=np.float64).reshape(-1)
 
-    def utility(self, U: np.ndarray) -> np.ndarray:
+    def utility(self, U: np.ndarray, tau: float = 0.0) -> np.ndarray:
         """``u = -(f - f*) / R``, about [-1, 0], 0 at the optimum."""
-        return -(self.value(U) - self.f_star) / self.R
+        return -(self.value(U, tau) - self.f_star) / self.R
 
 
 def _unit(params: dict, d: int) -> np.ndarray:
@@ -183,10 +207,12 @@ def run_one(problem_name: str, arm: str, level: str, seed: int, comparisons: int
     lam = LEVELS[level]
     started = time.perf_counter()
     wrong = 0
-    for i in range(4 * d + comparisons):
+    total = 4 * d + comparisons
+    for i in range(total):
         pair = opt.ask()
-        ua = problem.utility(_unit(pair.a, d)[None])[0]
-        ub = problem.utility(_unit(pair.b, d)[None])[0]
+        tau = i / total  # a drifting expert's time; the anchors are from tau = 0
+        ua = problem.utility(_unit(pair.a, d)[None], tau)[0]
+        ub = problem.utility(_unit(pair.b, d)[None], tau)[0]
         p_a = 1.0 / (1.0 + np.exp(-(ua - ub) / lam))
         a_wins = np.random.default_rng([seed, i, 17]).random() < p_a
         wrong += int(a_wins != (ua > ub))
@@ -200,7 +226,8 @@ def run_one(problem_name: str, arm: str, level: str, seed: int, comparisons: int
     # the campaign's model space: minimise -> -y, standardised over the anchors
     v = -Y0
     center, scale = v.mean(), v.std()
-    truth = (-problem.value(X) - center) / scale
+    # scored against the objective at the end (tau = 1; the same for no drift)
+    truth = (-problem.value(X, 1.0) - center) / scale
     ratio = float(np.std(mean) / np.std(truth))
     return {
         "problem": problem_name,
@@ -209,8 +236,8 @@ def run_one(problem_name: str, arm: str, level: str, seed: int, comparisons: int
         "seed": seed,
         "comparisons": comparisons,
         "initial": 4 * d,
-        "regret": float(-problem.utility(x_rec[None])[0]),
-        "f_rec": float(problem.value(x_rec[None])[0]),
+        "regret": float(-problem.utility(x_rec[None], 1.0)[0]),
+        "f_rec": float(problem.value(x_rec[None], 1.0)[0]),
         "latent_scale_ratio": ratio,
         "wrong_answers": wrong,
         "seconds": seconds,
@@ -235,12 +262,13 @@ def _bootstrap(values: np.ndarray, seed: int = 0) -> tuple[float, float]:
 
 
 def summarise(records: list[dict]) -> dict:
-    """Median regret and latent-scale ratio per problem, level and arm."""
+    """Median regret and latent-scale ratio per problem, level, budget and arm."""
     groups: dict[tuple, list[dict]] = {}
     for r in records:
-        groups.setdefault((r["problem"], r["level"], r["arm"]), []).append(r)
+        key = (r["problem"], r["level"], r["comparisons"], r["arm"])
+        groups.setdefault(key, []).append(r)
     rows = []
-    for (problem, level, arm), runs in sorted(groups.items()):
+    for (problem, level, _, arm), runs in sorted(groups.items()):
         regret = np.array([r["regret"] for r in runs])
         ratio = np.array([r["latent_scale_ratio"] for r in runs])
         lo, hi = _bootstrap(regret)
@@ -284,15 +312,16 @@ def write_outputs(summary: dict, name: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = sorted({(r["problem"], r["level"]) for r in summary["rows"]})
+    def panel(r: dict) -> tuple:
+        return r["problem"], r["level"], r["comparisons"]
+
+    panels = sorted({panel(r) for r in summary["rows"]})
     if not panels:
         return
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.5))
     axes = np.atleast_1d(axes)
-    for ax, (problem, level) in zip(axes, panels, strict=True):
-        rows = [
-            r for r in summary["rows"] if (r["problem"], r["level"]) == (problem, level)
-        ]
+    for ax, (problem, level, comparisons) in zip(axes, panels, strict=True):
+        rows = [r for r in summary["rows"] if panel(r) == (problem, level, comparisons)]
         medians = [r["median_regret"] for r in rows]
         lo = [m - r["regret_band_90"][0] for m, r in zip(medians, rows, strict=True)]
         hi = [r["regret_band_90"][1] - m for m, r in zip(medians, rows, strict=True)]
@@ -304,7 +333,8 @@ def write_outputs(summary: dict, name: str) -> None:
             ha="right",
             fontsize=7,
         )
-        ax.set_title(f"{problem} ({level} noise)", fontsize=9)
+        title = f"{problem} ({level} noise, {comparisons} comparisons)"
+        ax.set_title(title, fontsize=9)
         ax.set_ylabel("utility regret (normalised)")
     fig.tight_layout()
     fig.savefig(RESULTS / f"{name}.png", dpi=120)
@@ -327,7 +357,11 @@ def main() -> int:
     parser.add_argument("--name", default="preferential")
     parser.add_argument("--table", action="store_true", help="only summarise")
     args = parser.parse_args()
-    for name, choices in (("problems", PROBLEMS), ("arms", ARMS), ("levels", LEVELS)):
+    for name, choices in (
+        ("problems", PROBLEMS + tuple(DRIFTS)),
+        ("arms", ARMS),
+        ("levels", LEVELS),
+    ):
         bad = [v for v in getattr(args, name) if v not in choices]
         if bad:
             parser.error(f"--{name}: unknown {bad}; choose from {list(choices)}")
@@ -349,10 +383,16 @@ def main() -> int:
                         with path.open("a") as handle:
                             handle.write(json.dumps(record) + "\n")
                         print(json.dumps(record), flush=True)
+    # a peer's run is listed beside ppbo's runs of the same protocol only
+    protocols = {(r["problem"], r["level"], r["comparisons"]) for r in records}
     for peer in args.peers:
-        records += _load(
-            Path(peer) if Path(peer).is_absolute() else RESULTS.parent / peer
-        )
+        records += [
+            r
+            for r in _load(
+                Path(peer) if Path(peer).is_absolute() else RESULTS.parent / peer
+            )
+            if (r["problem"], r["level"], r["comparisons"]) in protocols
+        ]
     summary = summarise(records)
     write_outputs(summary, args.name)
     print((RESULTS / f"{args.name}.md").read_text())

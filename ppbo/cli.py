@@ -9,6 +9,10 @@
 - ``ppbo create NAME --space JSON``, ``ppbo ask NAME`` and ``ppbo tell NAME``
   drive a campaign on an external objective with JSON in and out (for shell
   scripts and lab processes);
+- ``ppbo create NAME --space JSON --preference`` makes a preference campaign
+  (``ask`` prints a pair, ``tell --pair ID --winner a|b|tie|skip``), with
+  ``--drift-strategy restart|sliding_window|weighted_penalty`` and its option
+  ``--horizon H``, ``--window W`` or ``--decay G`` for a drifting objective;
 - ``ppbo demo`` fits the fully Bayesian GP to noisy Forrester observations with
   NUTS and slice sampling and plots the predictive distribution.
 
@@ -481,6 +485,7 @@ def _create(args: argparse.Namespace) -> int:
             space = ppbo.Space.from_json(description)
         if args.preference:
             return _create_preference(args, space)
+        _refuse_drift_options(args)
         sources = [
             source
             for path in args.source or []
@@ -669,9 +674,76 @@ def _create_preference(args: argparse.Namespace, space) -> int:
     }
     if args.samples is not None:
         options["num_samples"] = args.samples
+    options |= _drift_options(args)
     ppbo.PreferenceOptimizer(space, storage=args.storage, name=args.name, **options)
     print(json.dumps({"name": args.name, "storage": args.storage}))
     return 0
+
+
+# each drift strategy's one option: its flag and its strategy_options key
+_DRIFT_OPTIONS = {
+    "restart": ("--horizon", "horizon"),
+    "sliding_window": ("--window", "window"),
+    "weighted_penalty": ("--decay", "decay"),
+}
+
+
+def _refuse_drift_options(args: argparse.Namespace) -> None:
+    given = [
+        flag
+        for flag, value in (
+            ("--drift-strategy", args.drift_strategy),
+            ("--horizon", args.horizon),
+            ("--window", args.window),
+            ("--decay", args.decay),
+        )
+        if value is not None
+    ]
+    if given:
+        raise UsageError(
+            f"{given[0]} is for preference campaigns (add --preference), got "
+            f"{given[0]} {getattr(args, given[0][2:].replace('-', '_'))}"
+        )
+
+
+def _drift_options(args: argparse.Namespace) -> dict:
+    """``anchor_strategy`` and ``strategy_options`` from the drift flags."""
+    strategy = args.drift_strategy
+    if strategy is not None and strategy not in _DRIFT_OPTIONS:
+        raise UsageError(
+            f"--drift-strategy must be one of {', '.join(_DRIFT_OPTIONS)}, got "
+            f"{strategy!r}"
+        )
+    wanted = _DRIFT_OPTIONS[strategy][0] if strategy is not None else None
+    for flag, _ in _DRIFT_OPTIONS.values():
+        value = getattr(args, flag[2:])
+        if value is not None and flag != wanted:
+            owner = next(s for s, (f, _) in _DRIFT_OPTIONS.items() if f == flag)
+            given = "no --drift-strategy" if strategy is None else strategy
+            raise UsageError(
+                f"{flag} {value} is the option of --drift-strategy {owner}, got {given}"
+            )
+    if strategy is None:
+        return {}
+    flag, keyword = _DRIFT_OPTIONS[strategy]
+    text = getattr(args, keyword)
+    if text is None:
+        raise UsageError(f"--drift-strategy {strategy} needs {flag}")
+    if keyword == "decay":
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not 0.0 < value <= 1.0:  # also refuses NaN
+            raise UsageError(f"{flag} must be a number in (0, 1], got {text!r}")
+    else:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise UsageError(f"{flag} must be an integer >= 1, got {text!r}")
+    return {"anchor_strategy": strategy, "strategy_options": {keyword: value}}
 
 
 def _load_preference(args: argparse.Namespace):
@@ -880,6 +952,32 @@ def _campaign_commands(commands) -> None:
     )
     create.add_argument(
         "--anchor-noise", default="homoscedastic", help="or heteroscedastic"
+    )
+    create.add_argument(
+        "--drift-strategy",
+        default=None,
+        metavar="STRATEGY",
+        help="preference: forget or down-weight old duels and anchors of a drifting "
+        "objective: restart (with --horizon), sliding_window (with --window) or "
+        "weighted_penalty (with --decay)",
+    )
+    create.add_argument(
+        "--horizon",
+        default=None,
+        metavar="H",
+        help="restart: use the duels and anchors of the last H pairs asked",
+    )
+    create.add_argument(
+        "--window",
+        default=None,
+        metavar="W",
+        help="sliding_window: use the W most recent duels and anchors",
+    )
+    create.add_argument(
+        "--decay",
+        default=None,
+        metavar="G",
+        help="weighted_penalty: likelihood weight G**age, 0 < G <= 1",
     )
     create.add_argument(
         "--source",

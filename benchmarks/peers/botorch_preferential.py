@@ -5,9 +5,16 @@ noise, seeds and answer streams) as ``benchmarks/preferential.py``; the model is
 BoTorch's ``PairwiseGP`` (the probit preference GP of Chu and Ghahramani 2005,
 fitted by ``PairwiseLaplaceMarginalLogLikelihood``), the acquisition
 ``qExpectedUtilityOfBestOption`` with ``q = 2`` (Astudillo et al. 2023), maximised
-by ``optimize_acqf``. ``4 d`` initial random pairs, then ``--comparisons``; no
-anchors (BoTorch has no anchor model). The recommendation is the maximiser of the
+by ``optimize_acqf``. ``4 d`` initial pairs, then ``--comparisons``; no anchors
+(BoTorch has no anchor model). The recommendation is the maximiser of the
 posterior mean over the evaluated points, as in the ppbo script.
+
+``--initial sobol`` (the default, arm ``botorch_qeubo``) starts from the very
+pairs a ppbo campaign of the same seed starts from (pair ``i`` is point ``i`` of
+the scrambled Sobol' design in ``2 d`` dimensions that
+:class:`ppbo.PreferenceOptimizer` uses), so with the same answer stream the two
+differ only after the design; ``--initial random`` (arm ``botorch_qeubo-random``)
+draws them uniformly, as Astudillo et al. (2023, §5) do.
 
 Optional and outside CI: run it in its own environment, e.g.
 ``python -m venv /tmp/botorch-venv && /tmp/botorch-venv/bin/pip install botorch -e .``
@@ -34,7 +41,23 @@ from preferential import LEVELS, PROBLEMS, Simulated, anchors_for  # noqa: E402
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
-def run_one(problem_name: str, level: str, seed: int, comparisons: int) -> dict:
+ARMS = {"sobol": "botorch_qeubo", "random": "botorch_qeubo-random"}
+
+
+def initial_pairs(d: int, seed: int, initial: str) -> np.ndarray:
+    """The ``4 d`` initial pairs, shape (4 d, 2 d): ``a`` then ``b`` per row."""
+    if initial == "random":
+        return np.random.default_rng([seed, 5]).random((4 * d, 2 * d))
+    from ppbo.campaign.designs import initial_design
+
+    # as PreferenceOptimizer._propose: a power-of-two Sobol' sequence, balanced
+    size = 2 ** int(np.ceil(np.log2(4 * d)))
+    return initial_design("sobol", size, 2 * d, seed)[: 4 * d]
+
+
+def run_one(
+    problem_name: str, level: str, seed: int, comparisons: int, initial: str = "sobol"
+) -> dict:
     """One BoTorch campaign; returns its JSON record."""
     import torch
     from botorch.acquisition.preference import qExpectedUtilityOfBestOption
@@ -49,7 +72,6 @@ def run_one(problem_name: str, level: str, seed: int, comparisons: int) -> dict:
     problem = Simulated(problem_name)
     d = problem.d
     bounds = torch.stack([torch.zeros(d), torch.ones(d)]).double()
-    rng = np.random.default_rng([seed, 5])
     points: list[np.ndarray] = []
     duels: list[tuple[int, int]] = []
     lam = LEVELS[level]
@@ -70,8 +92,8 @@ def run_one(problem_name: str, level: str, seed: int, comparisons: int) -> dict:
         fit_gpytorch_mll(PairwiseLaplaceMarginalLogLikelihood(model.likelihood, model))
         return model, X
 
-    for i in range(4 * d):
-        compare(rng.random(d), rng.random(d), i)
+    for i, u in enumerate(initial_pairs(d, seed, initial)):
+        compare(u[:d], u[d:], i)
     for i in range(4 * d, 4 * d + comparisons):
         model, _ = fit()
         acq = qExpectedUtilityOfBestOption(pref_model=model)
@@ -89,7 +111,7 @@ def run_one(problem_name: str, level: str, seed: int, comparisons: int) -> dict:
     truth = (-problem.value(X) - v.mean()) / v.std()
     return {
         "problem": problem_name,
-        "arm": "botorch_qeubo",
+        "arm": ARMS[initial],
         "level": level,
         "seed": seed,
         "comparisons": comparisons,
@@ -108,20 +130,22 @@ def main() -> int:
     parser.add_argument("--levels", nargs="+", default=list(LEVELS))
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--comparisons", type=int, default=150)
+    parser.add_argument("--initial", choices=list(ARMS), default="sobol")
     args = parser.parse_args()
+    arm = ARMS[args.initial]
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / "preferential_botorch.jsonl"
     done = set()
     if path.exists():
         for line in path.read_text().splitlines():
             r = json.loads(line)
-            done.add((r["problem"], r["level"], r["seed"], r["comparisons"]))
+            done.add((r["problem"], r["arm"], r["level"], r["seed"], r["comparisons"]))
     for seed in range(args.seeds):
         for problem in args.problems:
             for level in args.levels:
-                if (problem, level, seed, args.comparisons) in done:
+                if (problem, arm, level, seed, args.comparisons) in done:
                     continue
-                record = run_one(problem, level, seed, args.comparisons)
+                record = run_one(problem, level, seed, args.comparisons, args.initial)
                 with path.open("a") as handle:
                     handle.write(json.dumps(record) + "\n")
                 print(json.dumps(record), flush=True)

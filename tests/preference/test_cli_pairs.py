@@ -119,3 +119,130 @@ def test_campaign_list_includes_preference_campaigns(run):
         ("taste", "eubo"),
         ("plain", "log_ei"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("flags", "stored"),
+    [
+        (("--drift-strategy", "restart", "--horizon", "4"), {"horizon": 4}),
+        (("--drift-strategy", "sliding_window", "--window", "3"), {"window": 3}),
+        (("--drift-strategy", "weighted_penalty", "--decay", "0.9"), {"decay": 0.9}),
+    ],
+)
+def test_drift_strategy_is_stored_with_the_campaign(run, tmp_path, flags, stored):
+    import ppbo
+
+    run("create", "taste", "--space", SPACE, "--preference", *flags)
+    config = ppbo.PreferenceOptimizer.load(str(tmp_path / "prefs.db"), "taste").config
+    assert (config["anchor_strategy"], config["strategy_options"]) == (
+        flags[1],
+        stored,
+    )
+
+
+def test_no_drift_strategy_by_default(run, tmp_path):
+    import ppbo
+
+    run("create", "taste", "--space", SPACE, "--preference")
+    config = ppbo.PreferenceOptimizer.load(str(tmp_path / "prefs.db"), "taste").config
+    assert (config["anchor_strategy"], config["strategy_options"]) == (None, {})
+
+
+def test_resumed_cli_campaign_asks_with_its_drift_strategy(run):
+    """Each CLI call reloads the campaign from storage; the model-based pair it
+    asks is the pair of a Python campaign with the same window, and differs from
+    the pair asked without one (the expert's optimum moved from 1 to -1)."""
+    import ppbo
+
+    run(
+        "create",
+        "taste",
+        "--space",
+        SPACE,
+        "--preference",
+        *("--n-initial", "4", "--samples", "8", "--seed", "3"),
+        *("--drift-strategy", "sliding_window", "--window", "2"),
+    )
+    space = ppbo.Space({"x": ppbo.Real(-2.0, 2.0)})
+    common = {"n_initial": 4, "num_samples": 8, "seed": 3}
+    window = ppbo.PreferenceOptimizer(
+        space,
+        anchor_strategy="sliding_window",
+        strategy_options={"window": 2},
+        **common,
+    )
+    plain = ppbo.PreferenceOptimizer(space, **common)
+    for target in (1.0, 1.0, -1.0, -1.0):
+        pair = json.loads(run("ask", "taste")[0])
+        near_a = abs(pair["a"]["x"] - target) < abs(pair["b"]["x"] - target)
+        winner = "a" if near_a else "b"
+        run("tell", "taste", "--pair", str(pair["id"]), "--winner", winner)
+        for opt in (window, plain):
+            same = opt.ask()
+            assert (same.a, same.b) == (pair["a"], pair["b"])
+            opt.tell(same, winner)
+    asked = json.loads(run("ask", "taste")[0])
+    assert asked["origin"] != "design"
+    expected = window.ask()
+    assert (asked["a"], asked["b"]) == (expected.a, expected.b)
+    without = plain.ask()
+    assert (asked["a"], asked["b"]) != (without.a, without.b)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ("--drift-strategy", "forget"),
+            "--drift-strategy must be one of restart, sliding_window, "
+            "weighted_penalty, got 'forget'",
+        ),
+        (("--drift-strategy", "restart"), "--drift-strategy restart needs --horizon"),
+        (
+            ("--drift-strategy", "sliding_window", "--horizon", "3"),
+            "--horizon 3 is the option of --drift-strategy restart, got sliding_window",
+        ),
+        (
+            (
+                "--window",
+                "3",
+            ),
+            "--window 3 is the option of --drift-strategy sliding_window, got no "
+            "--drift-strategy",
+        ),
+        (
+            ("--drift-strategy", "sliding_window", "--window", "0"),
+            "--window must be an integer >= 1, got '0'",
+        ),
+        (
+            ("--drift-strategy", "restart", "--horizon", "2.5"),
+            "--horizon must be an integer >= 1, got '2.5'",
+        ),
+        (
+            ("--drift-strategy", "weighted_penalty", "--decay", "1.5"),
+            "--decay must be a number in (0, 1], got '1.5'",
+        ),
+        (
+            ("--drift-strategy", "weighted_penalty", "--decay", "nan"),
+            "--decay must be a number in (0, 1], got 'nan'",
+        ),
+        (
+            ("--drift-strategy", "weighted_penalty", "--decay", "slow"),
+            "--decay must be a number in (0, 1], got 'slow'",
+        ),
+    ],
+)
+def test_bad_drift_flags_exit_2_naming_the_flag_and_value(run, flags, message):
+    _, err = run("create", "taste", "--space", SPACE, "--preference", *flags, expect=2)
+    assert message in _one_line(err)
+    _, err = run("ask", "taste", expect=2)  # nothing was created
+
+
+def test_drift_flags_on_an_ordinary_campaign_are_refused(run):
+    _, err = run(
+        "create", "plain", "--space", SPACE, "--drift-strategy", "restart", expect=2
+    )
+    assert (
+        "--drift-strategy is for preference campaigns (add --preference), got "
+        "--drift-strategy restart" in _one_line(err)
+    )
