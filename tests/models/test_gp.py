@@ -201,3 +201,17 @@ def test_lapack_gradient_matches_xla_and_closed_form(n, monkeypatch):
     bad[0, 0] = -1.0
     v, (gK, _) = grad(jnp.asarray(bad), jnp.asarray(r), float(n))
     assert np.isnan(v) and np.isnan(gK).all()
+
+
+def test_tight_lengthscale_prior_has_the_light_mode_and_half_its_scale():
+    # mode of LogNormal(mu, s) is exp(mu - s^2); the tight prior keeps the light
+    # prior's mode sqrt(d) / (2 e) with half the log-scale
+    for d in (1, 3, 6):
+        light = gp.default_priors(d, "light")["lengthscale"]
+        tight = gp.default_priors(d, "tight")["lengthscale"]
+        mode = np.exp(float(tight.loc) - float(tight.scale) ** 2)
+        np.testing.assert_allclose(mode, np.sqrt(d) / (2 * np.e), rtol=1e-12)
+        np.testing.assert_allclose(
+            mode, np.exp(float(light.loc) - float(light.scale) ** 2), rtol=1e-12
+        )
+        assert float(tight.scale) == 0.5 * float(light.scale)
