@@ -21,7 +21,7 @@ from ppbo.acquisition.es import es, monte_carlo_information_gain
 from ppbo.acquisition.hedge import HedgeState, hedge
 from ppbo.acquisition.kg import kg
 from ppbo.acquisition.mes import mes, sample_max_values
-from ppbo.acquisition.nei import log_nei
+from ppbo.acquisition.nei import log_jei, log_nei
 from ppbo.acquisition.pes import pes, pes_nb_posterior
 from ppbo.acquisition.preferential import anpei, dueling_thompson, eubo
 from ppbo.acquisition.thompson import thompson, thompson_point
@@ -31,6 +31,7 @@ __all__ = [
     "ei",
     "log_ei",
     "log_nei",
+    "log_jei",
     "ucb",
     "ucb_beta",
     "kg",

@@ -62,7 +62,7 @@ from ppbo.acquisition.base import Acquisition, Sample
 from ppbo.linalg import cholesky
 from ppbo.surrogate import Capability, Posterior
 
-__all__ = ["log_nei", "NUM_DRAWS"]
+__all__ = ["log_nei", "log_jei", "NUM_DRAWS"]
 
 #: Default number of draws of the latent values at the observed inputs.
 NUM_DRAWS = 128
@@ -154,5 +154,50 @@ log_nei = Acquisition(
     prepare=_prepare_draws,
     stochastic=True,
     num_samples=16,
+    requires=(Capability.PREDICT_JOINT,),
+)
+
+
+def _log_joint_expected_improvement(
+    sample: Sample, X: jax.Array, *, min_var: Any = MIN_VARIANCE
+) -> jax.Array:
+    """``log E[max(f(x) - f(x+), 0)]`` over the joint posterior of ``f(x)`` and the
+    incumbent's latent value ``f(x+)``, for one sample, (m,).
+
+    ``x+`` is the observed target input with the largest posterior mean (the
+    input of :func:`~ppbo.acquisition.base.best_observed_mean`). The difference
+    ``f(x) - f(x+)`` is Gaussian with mean ``mu(x) - mu(x+)`` and variance
+    ``sigma^2(x) + sigma^2(x+) - 2 Sigma(x, x+)``, so the expectation is EI's
+    closed form with those moments (Jones et al. 1998, eq. (15)), taken in log
+    space with ``log_h`` (Ament et al. 2023, eq. (9)). It is the improvement of
+    noisy EI (Letham et al. 2019, eqs. (8)-(9): over the latent values at the
+    observed inputs, jointly with ``f(x)``) with the incumbent restricted to
+    ``x+``: at ``x = x+`` the variance of the difference vanishes and so does the
+    acquisition, where EI against the fixed value ``mu(x+)`` keeps
+    ``sigma(x+) h(0)`` and invites repeated evaluations of the incumbent.
+
+    Example:
+        >>> from ppbo.acquisition.base import evaluate
+        >>> evaluate(log_jei, posterior, np.array([[0.5, 0.5]])).shape
+        (1,)
+    """
+    data = sample.data
+    observed_mean, _ = sample.predict(data.X)
+    best = jnp.argmax(jnp.where(data.target_mask, observed_mean, -jnp.inf))
+    Z = jnp.concatenate([data.X[best][None, :], X], axis=0)
+    mean, cov = sample.predict_joint(Z)
+    diff = mean[1:] - mean[0]
+    var = jnp.diagonal(cov)[1:] + cov[0, 0] - 2.0 * cov[0, 1:]
+    sigma = jnp.sqrt(jnp.maximum(var, min_var))
+    return log_h(diff / sigma) + jnp.log(sigma)
+
+
+#: Log-EI against the incumbent's latent value, jointly Gaussian with ``f(x)``
+#: (noisy EI with the incumbent restricted to the best observed input); option
+#: ``min_var``.
+log_jei = Acquisition(
+    "log_jei",
+    _log_joint_expected_improvement,
+    log_space=True,
     requires=(Capability.PREDICT_JOINT,),
 )

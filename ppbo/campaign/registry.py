@@ -46,7 +46,8 @@ DEFAULT_INFERENCE = "MAP"
 
 #: Acquisition name -> attribute of :mod:`ppbo.acquisition`.
 ACQUISITIONS = (
-    "pes", "es", "ei", "log_ei", "log_nei", "pi", "ucb", "kg", "thompson", "mes",
+    "pes", "es", "ei", "log_ei", "log_nei", "log_jei", "pi", "ucb", "kg", "thompson",
+    "mes",
 )  # fmt: skip
 
 

@@ -122,3 +122,36 @@ def test_campaign_runs_with_log_nei():
         x, y = trial.params["x"], trial.params["y"]
         opt.tell(trial, (x - 0.3) ** 2 + (y - 0.6) ** 2)
     assert opt.config["acquisition"]["name"] == "log_nei"
+
+
+def test_log_jei_equals_brute_force_monte_carlo_of_the_joint_improvement():
+    # E[max(f(x) - f(x+), 0)] from joint draws of (f(x+), f(x)), x+ the observed
+    # input with the largest posterior mean; tolerance four standard errors
+    from ppbo.acquisition import log_jei
+
+    posterior = _posterior(noise=0.05)
+    mean, cov, n = _joint(posterior, CANDIDATES)
+    best = int(np.argmax(mean[:n]))
+    values = np.exp(np.asarray(evaluate(log_jei, posterior, CANDIDATES)))
+    rng = np.random.default_rng(0)
+    for i in range(len(CANDIDATES)):
+        idx = [best, n + i]
+        draws = rng.multivariate_normal(mean[idx], cov[np.ix_(idx, idx)], 200_000)
+        gain = np.maximum(draws[:, 1] - draws[:, 0], 0.0)
+        se = gain.std() / np.sqrt(len(gain))
+        assert abs(values[i] - gain.mean()) < 4 * se + 1e-12
+
+
+def test_log_jei_vanishes_at_the_incumbent_where_log_ei_does_not():
+    # the difference f(x+) - f(x+) has no variance: no gain in re-evaluating x+,
+    # while EI against the fixed value mu(x+) keeps sigma(x+) h(0)
+    from ppbo.acquisition import log_jei
+
+    posterior = _posterior(noise=0.05)
+    mean, cov, n = _joint(posterior, CANDIDATES)
+    x_best = np.asarray(posterior.data.X)[int(np.argmax(mean[:n]))][None, :]
+    jei = float(evaluate(log_jei, posterior, x_best)[0])
+    ei = float(evaluate(log_ei, posterior, x_best)[0])
+    sigma = np.sqrt(cov[int(np.argmax(mean[:n])), int(np.argmax(mean[:n]))])
+    np.testing.assert_allclose(ei, np.log(sigma * norm.pdf(0.0)), rtol=1e-6)
+    assert jei < ei - 10.0
