@@ -42,6 +42,7 @@ References:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from functools import partial
 
@@ -57,6 +58,8 @@ __all__ = [
     "surrogate",
     "init_network",
     "features",
+    "standardize_inputs",
+    "INPUT_SCALE",
     "network_layers",
     "train_network",
     "PATHS",
@@ -109,26 +112,53 @@ def network_layers(params: Mapping[str, jax.Array]) -> int:
     return sum(1 for name in params if name[0] == "w" and name[1:].isdigit())
 
 
+#: Inputs in the unit cube enter the network as ``(x - 1/2) * sqrt(12)``: zero
+#: mean and unit variance under the uniform distribution on the cube.
+INPUT_SCALE = math.sqrt(12.0)
+
+
+def standardize_inputs(X: jax.Array) -> jax.Array:
+    """Map unit-cube inputs (m, d) to zero mean and unit variance per dimension.
+
+    ``(x - 1/2) * sqrt(12)``: the uniform distribution on [0, 1] has mean 1/2
+    and variance 1/12. Glorot and Bengio's initialisation (:func:`init_network`)
+    assumes inputs of unit variance; on raw unit-cube inputs the first layer's
+    pre-activations have a standard deviation of about 0.2 in d = 6, every tanh
+    layer stays in its linear range, and the trained features span few
+    directions, so the Bayesian last layer is overconfident away from the data
+    (benchmarks/README.md, ``surrogates.py``). The reference implementation of
+    DNGO (Springenberg et al. 2016, RoBO) likewise standardises the inputs.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> standardize_inputs(jnp.array([[0.0, 0.5, 1.0]])).round(4).tolist()
+        [[-1.7321, 0.0, 1.7321]]
+    """
+    return (X - 0.5) * INPUT_SCALE
+
+
 def features(
     params: Mapping[str, jax.Array], X: jax.Array, num_layers: int | None = None
 ) -> jax.Array:
     """The tanh layers ``w0, b0, ..., w{L-1}, b{L-1}`` applied to ``X`` (m, d),
     with a constant 1 appended: features of shape (m, h_L + 1).
 
+    The unit-cube inputs are first standardised (:func:`standardize_inputs`).
+
     Args:
         params: network weights (extra entries are ignored).
-        X: inputs (m, d).
+        X: inputs (m, d) in the unit cube.
         num_layers: how many layers to apply (default: all of ``params``).
 
     Example:
         >>> import jax, jax.numpy as jnp
         >>> net = init_network(jax.random.key(0), (2, 4))
-        >>> features(net, jnp.zeros((3, 2))).tolist()[0]
+        >>> features(net, jnp.full((3, 2), 0.5)).tolist()[0]
         [0.0, 0.0, 0.0, 0.0, 1.0]
     """
     if num_layers is None:
         num_layers = network_layers(params)
-    h = X
+    h = standardize_inputs(X)
     for i in range(num_layers):
         h = jnp.tanh(h @ params[f"w{i}"] + params[f"b{i}"])
     return jnp.concatenate([h, jnp.ones((h.shape[0], 1), h.dtype)], axis=1)
