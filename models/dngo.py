@@ -1,11 +1,12 @@
 """DNGO: a neural network as a feature map, Bayesian linear regression on top.
 
 Snoek et al. (2015), §3: a fully connected tanh network with a linear output
-layer is trained on the observations by least squares (here full-batch Adam,
-Kingma and Ba 2015, with optax, for a fixed number of steps under ``lax.scan`` so
-that a capacity bucket compiles once); its output layer is then replaced by
-Bayesian linear regression (:mod:`ppbo.models.blr`) on the last hidden layer
-``phi(x)`` (with a constant feature appended for the bias):
+layer, on inputs standardised to zero mean and unit variance
+(:func:`standardize_inputs`), is trained on the observations by least squares
+(here full-batch Adam, Kingma and Ba 2015, with optax, for a fixed number of
+steps under ``lax.scan`` so that a capacity bucket compiles once); its output
+layer is then replaced by Bayesian linear regression (:mod:`ppbo.models.blr`) on
+the last hidden layer ``phi(x)`` (with a constant feature appended for the bias):
 
 .. math::
     f(x) = \\phi(x)^T w, \\quad w \\sim \\mathcal N(0, \\alpha^{-1} I), \\quad
