@@ -124,11 +124,24 @@ def standardize_inputs(X: jax.Array) -> jax.Array:
     ``(x - 1/2) * sqrt(12)``: the uniform distribution on [0, 1] has mean 1/2
     and variance 1/12. Glorot and Bengio's initialisation (:func:`init_network`)
     assumes inputs of unit variance; on raw unit-cube inputs the first layer's
-    pre-activations have a standard deviation of about 0.2 in d = 6, every tanh
+    pre-activations have a standard deviation of about 0.13 in d = 6, every tanh
     layer stays in its linear range, and the trained features span few
     directions, so the Bayesian last layer is overconfident away from the data
-    (benchmarks/README.md, ``surrogates.py``). The reference implementation of
-    DNGO (Springenberg et al. 2016, RoBO) likewise standardises the inputs.
+    (benchmarks/README.md, ``surrogates.py``). The DNGO implementation of RoBO
+    (Klein et al. 2017) likewise standardises its inputs.
+
+    Args:
+        X: inputs in the unit cube, shape (m, d).
+
+    Returns:
+        The standardised inputs, shape (m, d).
+
+    References:
+        Glorot, X. and Bengio, Y. (2010). Understanding the difficulty of
+        training deep feedforward neural networks. AISTATS.
+        Klein, A., Falkner, S., Mansur, N. and Hutter, F. (2017). RoBO: A
+        Flexible and Robust Bayesian Optimization Framework in Python. NIPS
+        Bayesian Optimization Workshop.
 
     Example:
         >>> import jax.numpy as jnp
