@@ -10,7 +10,8 @@ acquisition optimisation). Writes ``results/surrogates.json`` and
 seconds per step against n).
 
 Usage: ``python benchmarks/surrogates.py [--budget 60] [--seeds 3]
-[--surrogates gp,dngo,ablr,forest]``
+[--surrogates gp,dngo,ablr,forest] [--name surrogates]`` (``--name`` sets the
+result files' stem)
 
 ``--scaling`` measures instead the seconds of one campaign step against n on
 Hartmann-6 (d = 6) for n in ``--ns`` (default 100, 250, 500, 1000, 2000): a
@@ -241,7 +242,7 @@ def write(args, names: list[str], runs: dict, seeds: int) -> None:
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "surrogates.json").write_text(json.dumps(result, indent=2))
+    (out / f"{args.name}.json").write_text(json.dumps(result, indent=2))
     fig, (ax_regret, ax_time) = plt.subplots(1, 2, figsize=(10, 4))
     for name in names:
         regret = np.array([r["regret"] for r in runs[name]])
@@ -263,7 +264,7 @@ def write(args, names: list[str], runs: dict, seeds: int) -> None:
     ax_regret.legend()
     ax_time.legend()
     fig.tight_layout()
-    fig.savefig(out / "surrogates.png", dpi=120)
+    fig.savefig(out / f"{args.name}.png", dpi=120)
     plt.close(fig)
 
 
@@ -273,6 +274,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--surrogates", default=",".join(SPECS))
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser.add_argument(
+        "--name", default="surrogates", help="result file stem (regret runs)"
+    )
     parser.add_argument("--scaling", action="store_true")
     parser.add_argument("--ns", default="100,250,500,1000,2000")
     parser.add_argument("--seed", type=int, default=0)

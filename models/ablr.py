@@ -1,7 +1,8 @@
 """ABLR: shared neural features, one Bayesian linear head per task.
 
 Perrone et al. (2018), §3: tasks ``t = 1..T`` share a feature map ``phi_z(x)`` (a
-tanh network with weights ``z``, plus a constant feature); task ``t`` has its own
+tanh network with weights ``z`` on standardised inputs, plus a constant feature:
+:func:`ppbo.models.dngo.features`); task ``t`` has its own
 Bayesian linear regression (:mod:`ppbo.models.blr`) with weight precision
 ``alpha_t`` and noise precision ``beta_t``:
 

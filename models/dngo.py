@@ -1,11 +1,12 @@
 """DNGO: a neural network as a feature map, Bayesian linear regression on top.
 
 Snoek et al. (2015), §3: a fully connected tanh network with a linear output
-layer is trained on the observations by least squares (here full-batch Adam,
-Kingma and Ba 2015, with optax, for a fixed number of steps under ``lax.scan`` so
-that a capacity bucket compiles once); its output layer is then replaced by
-Bayesian linear regression (:mod:`ppbo.models.blr`) on the last hidden layer
-``phi(x)`` (with a constant feature appended for the bias):
+layer, on inputs standardised to zero mean and unit variance
+(:func:`standardize_inputs`), is trained on the observations by least squares
+(here full-batch Adam, Kingma and Ba 2015, with optax, for a fixed number of
+steps under ``lax.scan`` so that a capacity bucket compiles once); its output
+layer is then replaced by Bayesian linear regression (:mod:`ppbo.models.blr`) on
+the last hidden layer ``phi(x)`` (with a constant feature appended for the bias):
 
 .. math::
     f(x) = \\phi(x)^T w, \\quad w \\sim \\mathcal N(0, \\alpha^{-1} I), \\quad
@@ -42,6 +43,7 @@ References:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from functools import partial
 
@@ -57,6 +59,8 @@ __all__ = [
     "surrogate",
     "init_network",
     "features",
+    "standardize_inputs",
+    "INPUT_SCALE",
     "network_layers",
     "train_network",
     "PATHS",
@@ -109,26 +113,66 @@ def network_layers(params: Mapping[str, jax.Array]) -> int:
     return sum(1 for name in params if name[0] == "w" and name[1:].isdigit())
 
 
+#: Inputs in the unit cube enter the network as ``(x - 1/2) * sqrt(12)``: zero
+#: mean and unit variance under the uniform distribution on the cube.
+INPUT_SCALE = math.sqrt(12.0)
+
+
+def standardize_inputs(X: jax.Array) -> jax.Array:
+    """Map unit-cube inputs (m, d) to zero mean and unit variance per dimension.
+
+    ``(x - 1/2) * sqrt(12)``: the uniform distribution on [0, 1] has mean 1/2
+    and variance 1/12. Glorot and Bengio's initialisation (:func:`init_network`)
+    assumes inputs of unit variance; on raw unit-cube inputs the first layer's
+    pre-activations have a standard deviation of about 0.13 in d = 6, every tanh
+    layer stays in its linear range, and the trained features span few
+    directions, so the Bayesian last layer is overconfident away from the data
+    (benchmarks/README.md, ``surrogates.py``). The DNGO implementation of RoBO
+    (Klein et al. 2017) likewise standardises its inputs.
+
+    Args:
+        X: inputs in the unit cube, shape (m, d).
+
+    Returns:
+        The standardised inputs, shape (m, d).
+
+    References:
+        Glorot, X. and Bengio, Y. (2010). Understanding the difficulty of
+        training deep feedforward neural networks. AISTATS.
+        Klein, A., Falkner, S., Mansur, N. and Hutter, F. (2017). RoBO: A
+        Flexible and Robust Bayesian Optimization Framework in Python. NIPS
+        Bayesian Optimization Workshop.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> standardize_inputs(jnp.array([[0.0, 0.5, 1.0]])).round(4).tolist()
+        [[-1.7321, 0.0, 1.7321]]
+    """
+    return (X - 0.5) * INPUT_SCALE
+
+
 def features(
     params: Mapping[str, jax.Array], X: jax.Array, num_layers: int | None = None
 ) -> jax.Array:
     """The tanh layers ``w0, b0, ..., w{L-1}, b{L-1}`` applied to ``X`` (m, d),
     with a constant 1 appended: features of shape (m, h_L + 1).
 
+    The unit-cube inputs are first standardised (:func:`standardize_inputs`).
+
     Args:
         params: network weights (extra entries are ignored).
-        X: inputs (m, d).
+        X: inputs (m, d) in the unit cube.
         num_layers: how many layers to apply (default: all of ``params``).
 
     Example:
         >>> import jax, jax.numpy as jnp
         >>> net = init_network(jax.random.key(0), (2, 4))
-        >>> features(net, jnp.zeros((3, 2))).tolist()[0]
+        >>> features(net, jnp.full((3, 2), 0.5)).tolist()[0]
         [0.0, 0.0, 0.0, 0.0, 1.0]
     """
     if num_layers is None:
         num_layers = network_layers(params)
-    h = X
+    h = standardize_inputs(X)
     for i in range(num_layers):
         h = jnp.tanh(h @ params[f"w{i}"] + params[f"b{i}"])
     return jnp.concatenate([h, jnp.ones((h.shape[0], 1), h.dtype)], axis=1)
