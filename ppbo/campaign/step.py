@@ -115,11 +115,7 @@ def step(
     if posterior is None:
         posterior = fit(surrogate, data, inference, key_fit, init=init)
     scored = posterior if transform is None else transform(posterior)
-    num = acquisition_samples or acquisition.num_samples
-    if num:
-        scored = scored.thin(num)
-    elif scored.num_samples > ACQUISITION_SAMPLES:
-        scored = scored.thin(ACQUISITION_SAMPLES)
+    scored = _thinned(scored, acquisition_samples or acquisition.num_samples)
     options = _acquisition_options(acquisition, acquisition_options, data)
     if pending is not None and len(pending) == 0:
         pending = None
@@ -140,6 +136,16 @@ def step(
             acquisition, scored, key_opt, X, pending, snap, num_raw, options
         )
     return Step(X=X, values=values, posterior=posterior)
+
+
+def _thinned(posterior: Posterior, num: int | None) -> Posterior:
+    # the samples the acquisition averages over: ``num`` evenly spaced ones when
+    # asked for, else ACQUISITION_SAMPLES of a larger posterior, else all
+    if num:
+        return posterior.thin(num)
+    if posterior.num_samples > ACQUISITION_SAMPLES:
+        return posterior.thin(ACQUISITION_SAMPLES)
+    return posterior
 
 
 def _acquisition_options(acquisition, given, data) -> dict:
