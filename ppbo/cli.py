@@ -689,21 +689,13 @@ _DRIFT_OPTIONS = {
 
 
 def _refuse_drift_options(args: argparse.Namespace) -> None:
-    given = [
-        flag
-        for flag, value in (
-            ("--drift-strategy", args.drift_strategy),
-            ("--horizon", args.horizon),
-            ("--window", args.window),
-            ("--decay", args.decay),
-        )
-        if value is not None
-    ]
-    if given:
-        raise UsageError(
-            f"{given[0]} is for preference campaigns (add --preference), got "
-            f"{given[0]} {getattr(args, given[0][2:].replace('-', '_'))}"
-        )
+    for flag in ("--drift-strategy", "--horizon", "--window", "--decay"):
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None:
+            raise UsageError(
+                f"{flag} is for preference campaigns (add --preference), got "
+                f"{flag} {value}"
+            )
 
 
 def _drift_options(args: argparse.Namespace) -> dict:
@@ -714,11 +706,9 @@ def _drift_options(args: argparse.Namespace) -> dict:
             f"--drift-strategy must be one of {', '.join(_DRIFT_OPTIONS)}, got "
             f"{strategy!r}"
         )
-    wanted = _DRIFT_OPTIONS[strategy][0] if strategy is not None else None
-    for flag, _ in _DRIFT_OPTIONS.values():
-        value = getattr(args, flag[2:])
-        if value is not None and flag != wanted:
-            owner = next(s for s, (f, _) in _DRIFT_OPTIONS.items() if f == flag)
+    for owner, (flag, keyword) in _DRIFT_OPTIONS.items():
+        value = getattr(args, keyword)
+        if value is not None and owner != strategy:
             given = "no --drift-strategy" if strategy is None else strategy
             raise UsageError(
                 f"{flag} {value} is the option of --drift-strategy {owner}, got {given}"
@@ -871,7 +861,7 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--acquisition",
         default=None,
-        help="log_ei (default), log_nei, pes, ei, ucb, kg, thompson, mes, es",
+        help="log_ei (default), log_nei, log_jei, pes, ei, ucb, kg, thompson, mes, es",
     )
     parser.add_argument(
         "--model",

@@ -45,6 +45,8 @@ __all__ = [
     "reduce_samples",
     "best_observed_mean",
     "prepare_incumbents",
+    "best_observed_input",
+    "prepare_incumbent_inputs",
     "default_acquisition",
     "DEFAULT_ACQUISITIONS",
     "observation_noise",
@@ -141,11 +143,23 @@ def best_observed_mean(sample: Sample) -> jax.Array:
     return jnp.max(jnp.where(sample.data.target_mask, mean, -jnp.inf))
 
 
-@jax.jit
-def _incumbents(posterior: Posterior) -> jax.Array:
+def best_observed_input(sample: Sample) -> jax.Array:
+    """The observed target input with the largest posterior mean, shape (d,).
+
+    The input of :func:`best_observed_mean` (the incumbent ``x+``).
+
+    Example:
+        >>> # inside an acquisition fn(sample, X): x_best = best_observed_input(sample)
+    """
+    mean, _ = sample.predict(sample.data.X)
+    best = jnp.argmax(jnp.where(sample.data.target_mask, mean, -jnp.inf))
+    return sample.data.X[best]
+
+
+@partial(jax.jit, static_argnums=1)
+def _per_sample_incumbent(posterior: Posterior, incumbent: Callable) -> jax.Array:
     def one(params, cache):
-        sample = Sample(params, cache, posterior.data, posterior.surrogate)
-        return best_observed_mean(sample)
+        return incumbent(Sample(params, cache, posterior.data, posterior.surrogate))
 
     return jax.vmap(one)(posterior.samples, posterior.cache)
 
@@ -163,7 +177,19 @@ def prepare_incumbents(key: Any, posterior: Posterior, **options: Any) -> Any:
     del key
     if options.get("best_f") is not None:
         return None
-    return _incumbents(posterior)
+    return _per_sample_incumbent(posterior, best_observed_mean)
+
+
+def prepare_incumbent_inputs(key: Any, posterior: Posterior, **options: Any) -> Any:
+    """``prepare`` for acquisitions of the incumbent's latent value: per-sample
+    :func:`best_observed_input`, shape (s, d), computed once per evaluation.
+
+    Example:
+        >>> prepare_incumbent_inputs(None, posterior).shape[0] == posterior.num_samples
+        True
+    """
+    del key, options
+    return _per_sample_incumbent(posterior, best_observed_input)
 
 
 @dataclass(frozen=True, eq=False)

@@ -58,7 +58,12 @@ from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import logsumexp
 
 from ppbo.acquisition.analytic import MIN_VARIANCE, log_h
-from ppbo.acquisition.base import Acquisition, Sample
+from ppbo.acquisition.base import (
+    Acquisition,
+    Sample,
+    best_observed_input,
+    prepare_incumbent_inputs,
+)
 from ppbo.linalg import cholesky
 from ppbo.surrogate import Capability, Posterior
 
@@ -181,10 +186,9 @@ def _log_joint_expected_improvement(
         >>> evaluate(log_jei, posterior, np.array([[0.5, 0.5]])).shape
         (1,)
     """
-    data = sample.data
-    observed_mean, _ = sample.predict(data.X)
-    best = jnp.argmax(jnp.where(data.target_mask, observed_mean, -jnp.inf))
-    Z = jnp.concatenate([data.X[best][None, :], X], axis=0)
+    # precomputed once per evaluation by prepare_incumbent_inputs
+    x_best = best_observed_input(sample) if sample.aux is None else sample.aux
+    Z = jnp.concatenate([x_best[None, :], X], axis=0)
     mean, cov = sample.predict_joint(Z)
     diff = mean[1:] - mean[0]
     var = jnp.diagonal(cov)[1:] + cov[0, 0] - 2.0 * cov[0, 1:]
@@ -199,5 +203,6 @@ log_jei = Acquisition(
     "log_jei",
     _log_joint_expected_improvement,
     log_space=True,
+    prepare=prepare_incumbent_inputs,
     requires=(Capability.PREDICT_JOINT,),
 )
