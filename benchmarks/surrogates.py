@@ -62,6 +62,8 @@ SPECS = {
     "dngo": {"name": "dngo"},
     "ablr": {"name": "ablr"},
     "forest": {"name": "forest"},
+    "dngo_ensemble5": {"name": "dngo", "ensemble": 5},
+    "bnn": {"name": "bnn"},
 }
 
 

@@ -24,8 +24,15 @@ framework's mixture over the sampled precisions is the predictive of
 Snoek et al. Its cost is linear in n (the network) plus O(k^3) with k features
 per sample, against the GP's O(n^3).
 
+With ``ensemble=M`` (an extension, not in Snoek et al.) M networks are trained
+from independent initialisations, each with its own Bayesian last layer, and
+the posterior is the equal-weight mixture of the M members (Lakshminarayanan,
+Pritzel and Blundell 2017): one network that interpolates the data leaves its
+last layer almost no variance off the data, while independently trained
+networks disagree there.
+
 Samples (leading axis ``s``: 1 with ``"evidence"``, the kept slice draws with
-``"slice"``): ``w0, b0, w1, b1, ...`` the hidden layers' weights (fan-in,
+``"slice"``, times the ``ensemble`` members): ``w0, b0, w1, b1, ...`` the hidden layers' weights (fan-in,
 fan-out) and biases (the same network in every sample), ``alpha`` and ``beta``.
 The weight posterior is recomputed from the data by ``prepare``, so appending
 (fantasised) observations conditions the last layer (batches and pending
@@ -39,6 +46,8 @@ References:
     Optimization Using Deep Neural Networks. ICML.
     Bishop, C. M. (2006). Pattern Recognition and Machine Learning, §3.3, §3.5.
     Kingma, D. P. and Ba, J. (2015). Adam: A Method for Stochastic Optimization.
+    Lakshminarayanan, B., Pritzel, A. and Blundell, C. (2017). Simple and
+    Scalable Predictive Uncertainty Estimation using Deep Ensembles. NeurIPS.
 """
 
 from __future__ import annotations
@@ -222,9 +231,10 @@ def train_network(
     return net
 
 
-def _trainer(
+def _member(
     key, data: Dataset, *, hidden, num_steps, learning_rate, weight_decay, precisions
 ):
+    """One network trained from its own initialisation, with its BLR precisions."""
     sizes = (data.X.shape[1], *hidden, 1)
     init_key, train_key = jax.random.split(key)
     slice_key = jax.random.fold_in(key, 2)
@@ -246,7 +256,21 @@ def _trainer(
         alpha, beta = (v[None] for v in blr.maximize_evidence(Phi, data.y, data.mask))
     s = alpha.shape[0]
     net = {k: jnp.broadcast_to(v, (s, *v.shape)) for k, v in net.items()}
-    samples = dict(net, alpha=alpha, beta=beta)
+    return dict(net, alpha=alpha, beta=beta)
+
+
+def _trainer(key, data: Dataset, *, ensemble, **options):
+    if ensemble == 1:
+        samples = _member(key, data, **options)
+    else:
+        # members one after another: a vmap would batch the BLR factorisations,
+        # and batched LAPACK calls can deadlock XLA's two-thread CPU pool
+        # (models/gaussian.py); the networks' training is not the cost here
+        keys = jax.random.split(key, ensemble)
+        stacked = jax.lax.map(lambda k: _member(k, data, **options), keys)
+        samples = {
+            k: v.reshape(-1, *v.shape[2:]) for k, v in stacked.items()
+        }
     return {k: jnp.asarray(v, jnp.float64) for k, v in samples.items()}
 
 
@@ -294,6 +318,7 @@ def surrogate(
     learning_rate: float = 1e-2,
     weight_decay: float = 0.0,
     precisions: str = "evidence",
+    ensemble: int = 1,
 ) -> Surrogate:
     """Build the DNGO surrogate (fitted by :class:`ppbo.Train`).
 
@@ -307,6 +332,12 @@ def surrogate(
             likelihood, one sample) or ``"slice"`` (slice-sampled from evidence
             times :func:`ppbo.models.blr.log_precision_prior`, Snoek et al.
             2015; :data:`SLICE_SCHEDULE` draws).
+        ensemble: number of networks trained from independent initialisations
+            (1: DNGO as published). Each has its own Bayesian last layer; the
+            samples of all members form one mixture, so where the networks
+            disagree (away from the data) the predictive widens, as in deep
+            ensembles (Lakshminarayanan et al. 2017). Costs ``ensemble`` times
+            the training.
 
     Returns:
         A :class:`ppbo.Surrogate` with a ``trainer``, ``prepare`` (the weight
@@ -335,8 +366,11 @@ def surrogate(
         raise ValueError(f"num_steps must be >= 1, got {num_steps}")
     if precisions not in PRECISIONS:
         raise ValueError(f"precisions must be one of {PRECISIONS}, got {precisions!r}")
+    if int(ensemble) < 1:
+        raise ValueError(f"ensemble must be >= 1, got {ensemble}")
     trainer = partial(
         _trainer,
+        ensemble=int(ensemble),
         hidden=hidden,
         num_steps=int(num_steps),
         learning_rate=float(learning_rate),
@@ -351,5 +385,6 @@ def surrogate(
         noise=_noise,
         paths=PATHS,
         name=f"dngo(hidden={list(hidden)}, steps={int(num_steps)}"
-        + (", precisions=slice)" if precisions == "slice" else ")"),
+        + (", precisions=slice" if precisions == "slice" else "")
+        + (f", ensemble={int(ensemble)})" if int(ensemble) > 1 else ")"),
     )

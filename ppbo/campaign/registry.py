@@ -72,6 +72,7 @@ def _dngo(
     depth: int = 3,
     num_steps: int = 1000,
     precisions: str = "evidence",
+    ensemble: int = 1,
 ) -> Surrogate:
     from ppbo.models import dngo
 
@@ -79,6 +80,7 @@ def _dngo(
         hidden=(int(width),) * int(depth),
         num_steps=int(num_steps),
         precisions=precisions,
+        ensemble=int(ensemble),
     )
 
 
@@ -151,7 +153,13 @@ SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
     "multitask_gp": (_multitask_gp, {"num_tasks": 2, "kernel": "matern52"}),
     "dngo": (
         _dngo,
-        {"width": 50, "depth": 3, "num_steps": 1000, "precisions": "evidence"},
+        {
+            "width": 50,
+            "depth": 3,
+            "num_steps": 1000,
+            "precisions": "evidence",
+            "ensemble": 1,
+        },
     ),
     "ablr": (
         _ablr,

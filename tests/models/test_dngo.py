@@ -205,6 +205,48 @@ def test_sliced_precisions_keep_the_network_and_give_per_sample_blr_heads(
         np.testing.assert_allclose(sliced.noise_var(Xs)[i], 1.0 / beta[i], rtol=1e-12)
 
 
+def test_an_ensemble_is_the_mixture_of_independently_trained_members(data):
+    # member e is the single DNGO trained with the e-th split key, and the
+    # posterior's samples are the members' samples one after another
+    ensemble = dngo.surrogate(hidden=(16, 16), num_steps=300, ensemble=3)
+    posterior = ppbo.fit(ensemble, data, ppbo.Train(), jax.random.key(1))
+    assert posterior.num_samples == 3
+    Xs = np.linspace(0.0, 1.0, 9)[:, None]
+    mean, var = posterior.predict(Xs)
+    keys = jax.random.split(jax.random.key(1), 3)
+    for e in range(3):
+        member = {k: v[e] for k, v in posterior.samples.items()}
+        alone = dngo._trainer(
+            keys[e],
+            data,
+            ensemble=1,
+            hidden=(16, 16),
+            num_steps=300,
+            learning_rate=1e-2,
+            weight_decay=0.0,
+            precisions="evidence",
+        )
+        for name in alone:  # the same program up to XLA's fusion: not bitwise
+            np.testing.assert_allclose(
+                member[name], alone[name][0], rtol=1e-6, atol=1e-9
+            )
+    # the members differ (independent initialisations), so the mixture's
+    # variance exceeds the mean of the members' variances where they disagree
+    assert float(np.ptp(np.asarray(mean), axis=0).max()) > 1e-3
+    X, y, _ = data.unpadded()
+    for e in range(3):
+        params = {k: v[e] for k, v in posterior.samples.items()}
+        Phi = np.asarray(dngo.features(params, jnp.asarray(X)))
+        Phis = np.asarray(dngo.features(params, jnp.asarray(Xs)))
+        alpha, beta = float(params["alpha"]), float(params["beta"])
+        mean_w, S = _dense(Phi, y, alpha, beta)
+        atol = _mean_atol(Phi, Phis, y, alpha, beta)
+        np.testing.assert_allclose(mean[e], Phis @ mean_w, rtol=1e-8, atol=atol)
+        np.testing.assert_allclose(
+            var[e], np.einsum("mi,ij,mj->m", Phis, S, Phis), rtol=1e-7, atol=1e-12
+        )
+
+
 def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="hidden"):
         dngo.surrogate(hidden=())
@@ -212,6 +254,8 @@ def test_bad_options_are_refused():
         dngo.surrogate(num_steps=0)
     with pytest.raises(ValueError, match="precisions must be one of .* got 'nuts'"):
         dngo.surrogate(precisions="nuts")
+    with pytest.raises(ValueError, match="ensemble must be >= 1, got 0"):
+        dngo.surrogate(ensemble=0)
 
 
 def test_features_are_the_tanh_network_on_standardised_inputs(posterior):
