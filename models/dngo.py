@@ -32,8 +32,9 @@ last layer almost no variance off the data, while independently trained
 networks disagree there.
 
 Samples (leading axis ``s``: 1 with ``"evidence"``, the kept slice draws with
-``"slice"``, times the ``ensemble`` members): ``w0, b0, w1, b1, ...`` the hidden layers' weights (fan-in,
-fan-out) and biases (the same network in every sample), ``alpha`` and ``beta``.
+``"slice"``, times the ``ensemble`` members): ``w0, b0, w1, b1, ...`` the hidden
+layers' weights (fan-in, fan-out) and biases (one network per member, the same in
+each of its samples), ``alpha`` and ``beta``.
 The weight posterior is recomputed from the data by ``prepare``, so appending
 (fantasised) observations conditions the last layer (batches and pending
 points), and the surrogate offers joint covariances, the observation noise
@@ -268,9 +269,7 @@ def _trainer(key, data: Dataset, *, ensemble, **options):
         # (models/gaussian.py); the networks' training is not the cost here
         keys = jax.random.split(key, ensemble)
         stacked = jax.lax.map(lambda k: _member(k, data, **options), keys)
-        samples = {
-            k: v.reshape(-1, *v.shape[2:]) for k, v in stacked.items()
-        }
+        samples = {k: v.reshape(-1, *v.shape[2:]) for k, v in stacked.items()}
     return {k: jnp.asarray(v, jnp.float64) for k, v in samples.items()}
 
 
