@@ -157,6 +157,8 @@ def _method(name: str, args: argparse.Namespace, fixed: bool, d: int) -> BayesOp
             thinning=max(1, samples // args.hyper_samples),
         )
     setting.update(kernel=args.kernel, num_raw=args.num_raw)
+    if not fixed and args.lengthscale_prior is not None:
+        setting.update(lengthscale_prior=args.lengthscale_prior)
     if name == "es":
         return BayesOpt(
             "es",
@@ -260,6 +262,7 @@ def _config(args: argparse.Namespace, experiment: str, runs: list[dict]) -> dict
         "n_initial": 3,
         "noise_var": NOISE_VAR if fixed else args.noise_var,
         "kernel": args.kernel,
+        "lengthscale_prior": args.lengthscale_prior,
         "hyperparameters": (
             {"fixed": dict(GP_SAMPLE, noise=NOISE_VAR), "mean": "zero"}
             if fixed
@@ -518,6 +521,10 @@ def main(argv: list[str] | None = None) -> Any:
     )
     parser.add_argument("--noise-var", type=float, default=NOISE_VAR)
     parser.add_argument("--kernel", default="rbf", help="GP kernel (rbf = SE)")
+    parser.add_argument(
+        "--lengthscale-prior",
+        help="a name of ppbo.models.gp.LENGTHSCALE_PRIORS (default: the GP's)",
+    )
     parser.add_argument("--mcmc-warmup", type=int)
     parser.add_argument("--mcmc-samples", type=int)
     parser.add_argument(

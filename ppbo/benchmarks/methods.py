@@ -58,6 +58,7 @@ class _Config:
     mean: str = "constant"
     acquisition_samples: int | None = None
     point_estimate: str | None = None
+    lengthscale_prior: str | None = None
     max_iterations: int = 100
     acquisition_options: tuple[tuple[str, Any], ...] = ()
     params: tuple[tuple[str, Any], ...] = ()
@@ -104,6 +105,8 @@ class BayesOpt:
             raw search only (gradient-free acquisitions such as ES).
         acquisition_options: extra static options for the acquisition, e.g.
             ``{"num_paths": 500}`` for ES.
+        lengthscale_prior: a name of :data:`ppbo.models.gp.LENGTHSCALE_PRIORS`
+            (None: the GP's default).
         params: site -> value for ``inference="fixed"`` (every latent site of the
             GP with this ``mean``: ``lengthscale`` (d,), ``outputscale``,
             ``noise``, plus ``mean`` unless ``mean="zero"``).
@@ -136,6 +139,7 @@ class BayesOpt:
         mean: str = "constant",
         acquisition_samples: int | None = None,
         point_estimate: str | None = None,
+        lengthscale_prior: str | None = None,
         max_iterations: int = 100,
         acquisition_options: Mapping[str, Any] | None = None,
         params: Mapping[str, Any] | None = None,
@@ -180,6 +184,7 @@ class BayesOpt:
                 None if acquisition_samples is None else int(acquisition_samples)
             ),
             point_estimate=point_estimate,
+            lengthscale_prior=lengthscale_prior,
             max_iterations=int(max_iterations),
             acquisition_options=tuple(sorted(dict(acquisition_options or {}).items())),
             params=tuple(
@@ -201,6 +206,8 @@ class BayesOpt:
         # one surrogate object per configuration and process (the registry's):
         # compiled fits and acquisitions are cached per surrogate object
         spec = {"name": "gp", "kernel": self.config.kernel, "mean": self.config.mean}
+        if self.config.lengthscale_prior is not None:
+            spec["lengthscale_prior"] = self.config.lengthscale_prior
         return registry.resolve_surrogate(spec)[0]
 
     def _inference(self):
