@@ -38,7 +38,7 @@ from scipy import stats  # noqa: E402
 
 import ppbo  # noqa: E402
 from ppbo.benchmarks import problems  # noqa: E402
-from ppbo.campaign import registry, standardize_outputs  # noqa: E402
+from ppbo.campaign import model_data, registry  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -85,8 +85,7 @@ def run_one(name: str, n: int, seed: int, X_test: np.ndarray) -> dict:
     rng = np.random.default_rng(seed)
     X = rng.uniform(size=(n, problem.dim))
     y = problem.objective(X) + rng.normal(0.0, np.sqrt(1e-3), n)
-    out = standardize_outputs(y, maximize=False)
-    data = ppbo.Dataset(X, out.y)
+    data, out = model_data(X, y, maximize=False)  # as a campaign builds its data
     components, _ = registry.resolve_components(SPECS[name])
     start = time.perf_counter()
     posterior = ppbo.fit(
@@ -113,8 +112,7 @@ def table(rows: list[dict]) -> str:
         group = [r for r in rows if r["surrogate"] == name and r["n"] == n]
         med = {
             k: float(np.median([r[k] for r in group]))
-            for k in group[0]
-            if k in ("coverage90", "nlpd", "rmse", "seconds")
+            for k in ("coverage90", "nlpd", "rmse", "seconds")
         }
         lines.append(
             f"| {name} | {n} | {len(group)} | {med['coverage90']:.2f} | "

@@ -365,11 +365,12 @@ def surrogate(
         raise ValueError(f"num_steps must be >= 1, got {num_steps}")
     if precisions not in PRECISIONS:
         raise ValueError(f"precisions must be one of {PRECISIONS}, got {precisions!r}")
-    if int(ensemble) < 1:
+    ensemble = int(ensemble)
+    if ensemble < 1:
         raise ValueError(f"ensemble must be >= 1, got {ensemble}")
     trainer = partial(
         _trainer,
-        ensemble=int(ensemble),
+        ensemble=ensemble,
         hidden=hidden,
         num_steps=int(num_steps),
         learning_rate=float(learning_rate),
@@ -385,5 +386,5 @@ def surrogate(
         paths=PATHS,
         name=f"dngo(hidden={list(hidden)}, steps={int(num_steps)}"
         + (", precisions=slice" if precisions == "slice" else "")
-        + (f", ensemble={int(ensemble)})" if int(ensemble) > 1 else ")"),
+        + (f", ensemble={ensemble})" if ensemble > 1 else ")"),
     )
