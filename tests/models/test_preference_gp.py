@@ -106,6 +106,74 @@ def test_beta_one_criterion_is_the_preference_log_likelihood():
     )
 
 
+def _dense_laplace_evidence(params, data, n, m, weights):
+    # Laplace's evidence in the rows' space with dense NumPy/SciPy algebra:
+    # the mode of log p(duels | f) - (f - mu)^T K^-1 (f - mu) / 2 by BFGS, then
+    # -(f - mu)^T K^-1 (f - mu) / 2 + log p(duels | f) - log|I + K W| / 2 with
+    # W = D^T diag(curvature) D (Rasmussen and Williams 2006, eq. (3.32)).
+    X = np.asarray(data.X)[:n]
+    duels = np.asarray(data.duels)[:m]
+    K = _rbf(X, X, np.asarray(params["lengthscale"]), params["outputscale"])
+    K = K + pgp.JITTER * params["outputscale"] * np.eye(n)
+    D = np.zeros((m, n))
+    D[np.arange(m), duels[:, 0]] = 1.0
+    D[np.arange(m), duels[:, 1]] -= 1.0
+    s = np.sqrt(2.0 * params["preference_noise"])
+    K_inv = np.linalg.inv(K)
+    mu = params["mean"]
+
+    def negative(f):
+        r = f - mu
+        return -(weights * norm.logcdf(D @ f / s)).sum() + 0.5 * r @ K_inv @ r
+
+    f = scipy_minimize(negative, np.full(n, mu), method="BFGS", tol=1e-12).x
+    z = D @ f / s
+    lam = np.exp(norm.logpdf(z) - norm.logcdf(z))
+    W = D.T @ np.diag(weights * lam * (z + lam) / s**2) @ D
+    _, logdet = np.linalg.slogdet(np.eye(n) + K @ W)
+    return -negative(f) - 0.5 * logdet
+
+
+def test_preference_evidence_in_duel_space_matches_dense_laplace_and_its_gradient():
+    # preference_log_evidence runs Laplace on the duels' differences t = D f
+    # (m-dimensional); it must equal the row-space evidence computed densely,
+    # with weights and padded duels, and its gradient must match finite
+    # differences of itself.
+    n, m = 9, 7
+    rng = np.random.default_rng(11)
+    X = rng.random((n, 2))
+    duels = np.array([rng.choice(n, 2, replace=False) for _ in range(m)])
+    weights = rng.uniform(0.2, 1.0, m)
+    data = ppbo.Dataset(X, np.zeros(n), duels=duels, duel_weight=weights)
+    assert data.duels.shape[0] > m  # padded duels take part
+    params = {
+        "lengthscale": jnp.array([0.4, 0.7]),
+        "outputscale": 1.5,
+        "mean": 0.2,
+        "preference_noise": 0.05,
+    }
+    value = float(pgp.preference_log_evidence(params, data))
+    expected = _dense_laplace_evidence(
+        {k: np.asarray(v) for k, v in params.items()}, data, n, m, weights
+    )
+    np.testing.assert_allclose(value, expected, rtol=1e-6)
+
+    def evidence(log_params):
+        p = {**params, "lengthscale": jnp.exp(log_params[:2])}
+        p["outputscale"] = jnp.exp(log_params[2])
+        p["preference_noise"] = jnp.exp(log_params[3])
+        return pgp.preference_log_evidence(p, data)
+
+    z = jnp.log(jnp.array([0.4, 0.7, 1.5, 0.05]))
+    grad = np.asarray(jax.grad(evidence)(z))
+    h = 1e-5
+    numeric = [
+        (evidence(z.at[i].add(h)) - evidence(z.at[i].add(-h))) / (2 * h)
+        for i in range(4)
+    ]
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-7)
+
+
 def test_preferences_alone_leave_the_scale_unidentified():
     # (f, sigma) -> (c f, c sigma) leaves the duels' likelihood and the Laplace
     # evidence unchanged; the anchors' evidence does change.
