@@ -19,6 +19,12 @@ if os.environ.get("PPBO_TEST_COMPILATION_CACHE", "1") != "0":
     )
     jax.config.update("jax_compilation_cache_dir", _cache)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    # The processes the tests start (CLI runs, killed-and-resumed campaigns, Ray
+    # workers, notebook kernels) read JAX's configuration from the environment,
+    # so they share the cache too: a resumed process loads what the killed one
+    # compiled.
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.2"
 
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _compiles = [0]
