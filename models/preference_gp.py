@@ -114,19 +114,31 @@ _POSITIVE = ("lengthscale", "outputscale", "preference_noise", "noise")
 def default_priors(d: int) -> dict[str, dist.Distribution]:
     """Default hyperparameter priors for ``d`` inputs in the unit cube.
 
-    The lengthscale prior is that of :mod:`ppbo.models.gp`; the signal variance
-    gets ``LogNormal(0, 1)``, wide, because its scale is what the anchors
-    identify; the probit noise variance ``LogNormal(-2, 1)``.
+    Duels alone identify the latent function only up to its scale: the probit
+    likelihood sees ``(f(a) - f(b)) / sigma`` (Chu and Ghahramani 2005, eq. (3)),
+    so without anchors the prior of the signal-to-noise ratio
+    ``outputscale / preference_noise`` is the whole of the scale prior. The
+    defaults give that ratio the prior of BoTorch's ``PairwiseGP`` (probit noise
+    fixed at 1, outputscale started near 4): ``LogNormal(log 4, 2)``, with the
+    probit noise variance ``LogNormal(-2, 1)`` and the signal variance
+    ``LogNormal(log 4 - 2, sqrt 3)``, so that the anchors, which identify both
+    scales, still see a free noise. The lengthscales get ``PairwiseGP``'s
+    ``Gamma(2.4, 2.7)`` (mean 0.89). The earlier defaults (ratio median ``e^2``,
+    log-sd ``sqrt 2``; the dimension-scaled log-normal lengthscale of
+    :mod:`ppbo.models.gp`) made EUBO pair its incumbent with far corners and
+    stall on Hartmann-6; changing either the ratio or the lengthscale prior alone
+    did not fix it, both together did (``benchmarks/README.md``, "Where the
+    Hartmann-6 gap came from").
 
     Example:
         >>> sorted(default_priors(2))
         ['lengthscale', 'mean', 'noise', 'outputscale', 'preference_noise']
+        >>> round(math.exp(float(default_priors(2)["outputscale"].loc)), 3)
+        0.541
     """
     return {
-        "lengthscale": dist.LogNormal(
-            math.sqrt(2.0) + 0.5 * math.log(d), math.sqrt(3.0)
-        ),
-        "outputscale": dist.LogNormal(0.0, 1.0),
+        "lengthscale": dist.Gamma(2.4, 2.7),
+        "outputscale": dist.LogNormal(math.log(4.0) - 2.0, math.sqrt(3.0)),
         "mean": dist.Normal(0.0, 1.0),
         "preference_noise": dist.LogNormal(-2.0, 1.0),
         "noise": dist.LogNormal(-4.0, 1.0),
@@ -770,12 +782,12 @@ def _starts(key, config: _Config, d: int, num: int) -> jax.Array:
     """``num`` starting points: prior draws, lengthscales on a log grid.
 
     The criterion is often bimodal in the lengthscale (a short-lengthscale mode
-    that fits the duels and a long, nearly linear one), and the default
-    lengthscale prior (median about ``4 sqrt(d)``) puts little mass on the
-    short mode, so restarts drawn from it all fall into the long one. Restart
+    that fits the duels and a long, nearly linear one), and restarts drawn from
+    a lengthscale prior can all fall into one of them (a user's prior, or the
+    earlier dimension-scaled default of median about ``4 sqrt(d)``). Restart
     ``i`` therefore starts every lengthscale at the log-spaced point
-    ``(i + 1/2) / num`` of ``[0.05, 2] sqrt(d)`` (the scaling of the prior's
-    median with ``d``); the other sites are prior draws.
+    ``(i + 1/2) / num`` of ``[0.05, 2] sqrt(d)`` (distances in the unit cube
+    grow like ``sqrt(d)``); the other sites are prior draws.
     """
     names = _hyper_names(config)
     lo, hi = (math.log(v) + 0.5 * math.log(d) for v in _START_LENGTHSCALES)
