@@ -128,7 +128,8 @@ def default_priors(d: int) -> dict[str, dist.Distribution]:
     :mod:`ppbo.models.gp`) made EUBO pair its incumbent with far corners and
     stall on Hartmann-6; changing either the ratio or the lengthscale prior alone
     did not fix it, both together did (``benchmarks/README.md``, "Where the
-    Hartmann-6 gap came from").
+    Hartmann-6 gap came from"). None of them depends on ``d`` any more; the
+    argument keeps the signature of :func:`ppbo.models.gp.default_priors`.
 
     Example:
         >>> sorted(default_priors(2))
