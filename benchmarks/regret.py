@@ -70,7 +70,8 @@ def _variant(name: str) -> dict:
     dimension-scaled lengthscale prior), ``map32`` (32 MAP restarts),
     ``raw2048`` (2048 raw candidates, 16 restarts), ``noise_low`` (the default GP
     with a lower, wider noise prior, LogNormal(log 1e-4, 2.5), instead of
-    LogNormal(-4, 1)). Cached, so that a process
+    LogNormal(-4, 1)), ``nuts_noise_low`` (the NUTS default, ``inference="nuts"``,
+    with that noise prior). Cached, so that a process
     compiles each variant's fit and acquisition once.
     """
     import numpyro.distributions as dist
@@ -98,6 +99,9 @@ def _variant(name: str) -> dict:
     if name == "noise_low":
         priors = {"noise": dist.LogNormal(np.log(1e-4), 2.5)}
         return {"surrogate": gp.surrogate(priors=priors)}
+    if name == "nuts_noise_low":
+        priors = {"noise": dist.LogNormal(np.log(1e-4), 2.5)}
+        return {"inference": "nuts", "surrogate": gp.surrogate(priors=priors)}
     if name == "map32":
         return {"inference": ppbo.MAP(num_restarts=32)}
     if name == "raw2048":
