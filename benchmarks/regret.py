@@ -100,8 +100,7 @@ def _variant(name: str) -> dict:
         priors = {"noise": dist.LogNormal(np.log(1e-4), 2.5)}
         return {"surrogate": gp.surrogate(priors=priors)}
     if name == "nuts_noise_low":
-        priors = {"noise": dist.LogNormal(np.log(1e-4), 2.5)}
-        return {"inference": "nuts", "surrogate": gp.surrogate(priors=priors)}
+        return {**_variant("noise_low"), "inference": "nuts"}
     if name == "map32":
         return {"inference": ppbo.MAP(num_restarts=32)}
     if name == "raw2048":
