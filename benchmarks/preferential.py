@@ -20,8 +20,10 @@ the first unit coordinate), all given before the first comparison.
 
 Arms (``--arms``): ``sobol`` (every pair from the space-filling design, the
 random baseline), ``eubo`` and ``dueling_thompson`` without anchors;
-``eubo+anchors`` (homoscedastic anchor noise), ``eubo+anchors-het`` (the
-most-likely heteroscedastic noise), ``eubo+anchors-sw`` / ``eubo+anchors-restart``
+``eubo+anchors`` (homoscedastic anchor noise), ``eubo+anchors-joint`` (the same
+with the joint evidence of the tempered model as the hyperparameter criterion,
+``evidence="joint"``), ``eubo+anchors-het`` (the most-likely heteroscedastic
+noise), ``eubo+anchors-sw`` / ``eubo+anchors-restart``
 (the sliding-window and restart strategies with a window / horizon of half the
 comparisons), ``eubo+anchors-wp`` (the weighted penalty with a half-life of half
 the comparisons), ``eubo+anchors-budget`` (a budget of half the anchors, added one by
@@ -79,6 +81,7 @@ ARMS = {
         "anchors": True,
         "anchor_noise": "heteroscedastic",
     },
+    "eubo+anchors-joint": {"acquisition": "eubo", "anchors": True, "evidence": "joint"},
     "eubo+anchors-sw": {
         "acquisition": "eubo",
         "anchors": True,
@@ -196,6 +199,7 @@ def run_one(problem_name: str, arm: str, level: str, seed: int, comparisons: int
         seed=seed,
         acquisition=spec["acquisition"],
         anchor_noise=spec.get("anchor_noise", "homoscedastic"),
+        evidence=spec.get("evidence", "separate"),
         # the space-filling baseline: every pair from the Sobol' design
         n_initial=4 * d + (comparisons if spec.get("design_only") else 0),
         direction="minimize",

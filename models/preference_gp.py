@@ -42,6 +42,15 @@ approximation on the duels' differences ``t = D f`` instead, whose prior is
 ``N(0, D K D^T)`` and whose likelihood Hessian is diagonal (Algorithm 3.1 as
 written): the same value, at the cost of the number of duels rather than rows.
 
+The notes' criterion scores the anchors by ``log p(Y0 | X0, theta)`` alone, which
+cannot depend on the duels: with a handful of anchors their noise stays near its
+prior. ``surrogate(evidence="joint")`` replaces the criterion by the Laplace
+evidence of the tempered joint model itself (:func:`joint_log_evidence`, the
+normalising constant of the posterior NUTS samples), computed in the space of
+the duels' differences and the anchors' values, where the likelihood Hessian is
+still diagonal; there an anchor the duels contradict costs evidence unless the
+anchor noise explains it.
+
 **Per-observation weights** (the weighted-penalty strategy for a drifting
 objective of :mod:`ppbo.preference.anchors`): a Dataset's ``duel_weight`` (per
 duel) and ``weight`` (per row, read at the anchors) multiply each
@@ -103,6 +112,8 @@ __all__ = [
     "preference_log_evidence",
     "anchor_log_evidence",
     "criterion",
+    "joint_log_evidence",
+    "EVIDENCES",
 ]
 
 #: Relative diagonal jitter (times ``outputscale``) of the latent prior covariance.
@@ -152,6 +163,12 @@ class _Config:
     priors: Mapping[str, dist.Distribution]
     beta: float
     anchor_noise: Callable[[jax.Array], jax.Array] | None
+    evidence: str = "separate"
+
+
+#: The hyperparameter criteria of :class:`Laplace`: the notes' sum of separate
+#: evidences, or the evidence of the tempered joint model.
+EVIDENCES = ("separate", "joint")
 
 
 def _prior(config: _Config, name: str, d: int) -> dist.Distribution:
@@ -482,22 +499,88 @@ def _duel_log_evidence(params, data, config, num_iterations):
     """
     if data.duels is None:
         return jnp.zeros((), dtype=data.X.dtype)
+    return _projected_log_evidence(params, data, config, 1.0, num_iterations, 0)
+
+
+def _anchor_slots(data: Dataset, num_slots: int) -> tuple[jax.Array, jax.Array]:
+    """The anchor rows' indices in ``num_slots`` slots, and which slots are used."""
+    rows = _anchor_rows(data)
+    index = jnp.nonzero(rows, size=num_slots, fill_value=0)[0]
+    return index, jnp.arange(num_slots) < jnp.sum(rows)
+
+
+def _projected_log_evidence(params, data, config, beta, num_iterations, num_slots):
+    """Laplace evidence of the tempered model in the space ``s = M f``.
+
+    ``M`` stacks the duels' difference rows and ``num_slots`` rows selecting the
+    anchors (mean subtracted), so ``s ~ N(0, M K M^T)`` and both likelihoods
+    (``beta`` times the duels' probit, ``1 - beta`` times the anchors' Gaussian)
+    factorise over the coordinates of ``s``: Algorithm 3.1 and eq. (3.32) of
+    Rasmussen and Williams (2006) with a diagonal ``W``. Padded duels and unused
+    anchor slots have ``W = 0`` and drop out.
+    """
     K = _covariance(params, data, config)
-    win, lose = data.duels[:, 0], data.duels[:, 1]
-    Kw, Kl = K[win], K[lose]
-    S = Kw[:, win] - Kw[:, lose] - Kl[:, win] + Kl[:, lose]
+    plus, minus, sign = [], [], []
+    if data.duels is not None:
+        plus.append(data.duels[:, 0])
+        minus.append(data.duels[:, 1])
+        sign.append(jnp.ones(data.duels.shape[0], dtype=K.dtype))
+    if num_slots:
+        index, valid = _anchor_slots(data, num_slots)
+        plus.append(index)
+        minus.append(index)
+        sign.append(jnp.zeros(num_slots, dtype=K.dtype))
+        noise = jnp.where(valid, _anchor_noise(params, data, config)[index], 1.0)
+        weight = jnp.where(valid, 1.0 - beta, 0.0)
+        if data.weight is not None:
+            weight = weight * data.weight[index]
+        target = data.y[index] - params["mean"]
+    plus, minus, sign = (jnp.concatenate(v) for v in (plus, minus, sign))
+    num_duels = plus.shape[0] - num_slots
+    Kp, Km = K[plus], K[minus]
+    S = (
+        Kp[:, plus]
+        - sign[None, :] * Kp[:, minus]
+        - sign[:, None] * Km[:, plus]
+        + (sign[:, None] * sign[None, :]) * Km[:, minus]
+    )
     eye = jnp.eye(S.shape[0], dtype=S.dtype)
 
-    def factor(t, S, params):
-        g, w = _duel_derivatives(t, params, data, 1.0)
-        # W^1/2, with a finite derivative at the padded duels' w = 0
+    def log_likelihood(s, params):
+        value = jnp.zeros((), dtype=S.dtype)
+        if num_duels:
+            t = s[:num_duels]
+            terms = log_ndtr(t / jnp.sqrt(2.0 * params["preference_noise"]))
+            if data.duel_weight is not None:
+                terms = data.duel_weight * terms
+            value = value + beta * jnp.sum(jnp.where(data.duel_mask, terms, 0.0))
+        if num_slots:
+            e = target - s[num_duels:]
+            terms = -0.5 * (e**2 / noise + jnp.log(2.0 * math.pi * noise))
+            value = value + jnp.sum(weight * terms)
+        return value
+
+    def derivatives(s, params):
+        g, w = [], []
+        if num_duels:
+            gd, wd = _duel_derivatives(s[:num_duels], params, data, beta)
+            g.append(gd)
+            w.append(wd)
+        if num_slots:
+            g.append(weight * (target - s[num_duels:]) / noise)
+            w.append(weight / noise)
+        return jnp.concatenate(g), jnp.concatenate(w)
+
+    def factor(s, S, params):
+        g, w = derivatives(s, params)
+        # W^1/2, with a finite derivative where w = 0 (padding)
         root = jnp.where(w > 0, jnp.sqrt(jnp.where(w > 0, w, 1.0)), 0.0)
         return g, w, root, jnp.linalg.cholesky(eye + root[:, None] * S * root)
 
-    def step(t, S, params):
-        # Algorithm 3.1, lines 4-8: b = W t + grad, a = b - W^1/2 B^-1 W^1/2 S b
-        g, w, root, C = factor(t, S, params)
-        b = w * t + g
+    def step(s, S, params):
+        # Algorithm 3.1, lines 4-8: b = W s + grad, a = b - W^1/2 B^-1 W^1/2 S b
+        g, w, root, C = factor(s, S, params)
+        b = w * s + g
         a = b - root * jax.scipy.linalg.cho_solve((C, True), root * (S @ b))
         return S @ a, a
 
@@ -508,21 +591,67 @@ def _duel_log_evidence(params, data, config, num_iterations):
         return (i < num_iterations) & (change > _NEWTON_TOL)
 
     def body(state):
-        i, t, _ = state
-        new, _ = step(t, S_const, params_const)
-        return i + 1, new, jnp.max(jnp.abs(new - t))
+        i, s, _ = state
+        new, _ = step(s, S_const, params_const)
+        return i + 1, new, jnp.max(jnp.abs(new - s))
 
     inf = jnp.asarray(jnp.inf, dtype=S.dtype)
-    _, t, _ = jax.lax.while_loop(cond, body, (0, jnp.zeros_like(eye[0]), inf))
+    _, s, _ = jax.lax.while_loop(cond, body, (0, jnp.zeros_like(eye[0]), inf))
     # one differentiated step from the mode: the implicit-function derivative
-    t, a = step(jax.lax.stop_gradient(t), S, params)
-    _, _, _, C = factor(t, S, params)
-    scale = jnp.sqrt(2.0 * params["preference_noise"])
-    terms = log_ndtr(t / scale)
-    if data.duel_weight is not None:
-        terms = data.duel_weight * terms
-    log_lik = jnp.sum(jnp.where(data.duel_mask, terms, 0.0))
-    return -0.5 * a @ t + log_lik - jnp.sum(jnp.log(jnp.diag(C)))
+    s, a = step(jax.lax.stop_gradient(s), S, params)
+    _, _, _, C = factor(s, S, params)
+    return -0.5 * a @ s + log_likelihood(s, params) - jnp.sum(jnp.log(jnp.diag(C)))
+
+
+def joint_log_evidence(
+    params: Mapping[str, jax.Array],
+    data: Dataset,
+    *,
+    beta: float = 0.5,
+    kernel: str = "rbf",
+    anchor_noise: Callable[[jax.Array], jax.Array] | None = None,
+    num_iterations: int = 20,
+    num_anchors: int | None = None,
+) -> jax.Array:
+    """Laplace evidence of the tempered joint model, ``log int p(f | theta)
+    p(duels | f)^beta p(Y0 | f)^(1 - beta) df``.
+
+    The normalising constant of the posterior that NUTS samples (the module's
+    tempered joint), by Laplace's approximation (Rasmussen and Williams 2006,
+    eq. (3.32)) in the space of the duels' differences and the anchors' values,
+    where the likelihood Hessian is diagonal (Algorithm 3.1). Unlike the notes'
+    criterion, which scores the anchors by ``log p(Y0 | X0, theta)`` alone, the
+    anchors and the duels here meet at the same latent values: an anchor the
+    duels contradict costs evidence unless the anchor noise explains it, so the
+    duels inform the anchor noise, which a handful of anchors cannot identify
+    on their own. With ``beta = 1`` it is :func:`preference_log_evidence`; with
+    Gaussian anchors only it is exact, :func:`anchor_log_evidence` of the
+    likelihood tempered by ``1 - beta``.
+
+    Args:
+        params, data, beta, kernel, anchor_noise: as for :func:`criterion`.
+        num_iterations: the most Newton steps.
+        num_anchors: a static bound on the number of anchor rows (the slots the
+            compiled program reserves); None reserves one per row. Anchors past
+            the bound are left out, so give at least the number of anchors.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> d = ppbo.Dataset([[0.5]], [0.0], anchor=[True])
+        >>> p = {"lengthscale": jnp.ones(1), "outputscale": 1.0, "mean": 0.0,
+        ...      "noise": 1.0}
+        >>> round(float(joint_log_evidence(p, d, beta=0.0)), 6)  # log N(0 | 0, 2)
+        -1.265512
+    """
+    config = _Config(
+        kernel=kernel, priors={}, beta=beta, anchor_noise=anchor_noise, evidence="joint"
+    )
+    if data.duels is None and (data.anchor is None or beta == 1.0):
+        return jnp.zeros((), dtype=data.X.dtype)
+    slots = 0
+    if data.anchor is not None and beta != 1.0:
+        slots = data.capacity if num_anchors is None else int(num_anchors)
+    return _projected_log_evidence(params, data, config, beta, num_iterations, slots)
 
 
 def anchor_log_evidence(
@@ -587,12 +716,17 @@ def criterion(
     kernel: str = "rbf",
     anchor_noise: Callable[[jax.Array], jax.Array] | None = None,
     num_iterations: int = 20,
+    evidence: str = "separate",
+    num_anchors: int | None = None,
 ) -> jax.Array:
     """The anchors criterion ``beta log p(v < 0 | theta) + (1 - beta) log p(Y0 |
     X0, theta)``, without the hyperprior.
 
     With ``beta = 1`` it is the preference evidence alone
-    (:func:`preference_log_evidence`).
+    (:func:`preference_log_evidence`). ``evidence="joint"`` replaces the sum of
+    the two separate evidences by :func:`joint_log_evidence` (``num_anchors`` as
+    there), the evidence of the tempered joint model, in which the duels inform
+    the anchor noise.
 
     Example:
         >>> import jax.numpy as jnp
@@ -603,6 +737,18 @@ def criterion(
         >>> bool(criterion(p, d, beta=1.0) == preference_log_evidence(p, d))
         True
     """
+    if evidence not in EVIDENCES:
+        raise ValueError(f"evidence must be one of {list(EVIDENCES)}, got {evidence!r}")
+    if evidence == "joint":
+        return joint_log_evidence(
+            params,
+            data,
+            beta=beta,
+            kernel=kernel,
+            anchor_noise=anchor_noise,
+            num_iterations=num_iterations,
+            num_anchors=num_anchors,
+        )
     value = beta * preference_log_evidence(
         params, data, kernel=kernel, num_iterations=num_iterations
     )
@@ -679,6 +825,7 @@ def surrogate(
     beta: float = 0.5,
     priors: Mapping[str, dist.Distribution] | None = None,
     anchor_noise: Callable[[jax.Array], jax.Array] | None = None,
+    evidence: str = "separate",
 ) -> Surrogate:
     """Build the preference GP surrogate.
 
@@ -691,6 +838,11 @@ def surrogate(
         anchor_noise: optional ``r(X) -> (m,)``, the anchors' noise variance per
             point (a heteroscedastic noise model); None samples a homoscedastic
             ``noise`` site.
+        evidence: the criterion :class:`Laplace` maximises: ``"separate"`` (the
+            notes' ``beta log p(v < 0 | theta) + (1 - beta) log p(Y0 | X0,
+            theta)``) or ``"joint"`` (:func:`joint_log_evidence`, the evidence of
+            the tempered model NUTS samples, in which the duels inform the anchor
+            noise). NUTS samples the same model either way.
 
     Returns:
         A :class:`ppbo.Surrogate` with ``predict`` and ``predict_joint`` (the
@@ -700,8 +852,8 @@ def surrogate(
         :class:`Laplace`.
 
     Raises:
-        ValueError: for an unknown kernel or prior site, or ``beta`` outside
-            ``[0, 1]``.
+        ValueError: for an unknown kernel, prior site or evidence, or ``beta``
+            outside ``[0, 1]``.
 
     Example:
         >>> s = surrogate("matern52", beta=0.7)
@@ -727,13 +879,25 @@ def surrogate(
             )
     if anchor_noise is not None and not callable(anchor_noise):
         raise ValueError(f"anchor_noise must be callable, got {anchor_noise!r}")
-    config = _Config(kernel=kernel, priors=priors, beta=beta, anchor_noise=anchor_noise)
+    if evidence not in EVIDENCES:
+        raise ValueError(f"evidence must be one of {list(EVIDENCES)}, got {evidence!r}")
+    config = _Config(
+        kernel=kernel,
+        priors=priors,
+        beta=beta,
+        anchor_noise=anchor_noise,
+        evidence=evidence,
+    )
+    options = [f"beta={beta:g}"]
+    if evidence != "separate":
+        options.append(f"evidence={evidence}")
+    name = f"preference_gp({kernel}, {', '.join(options)})"
     return Surrogate(
         model=partial(_model, config=config),
         predict=partial(_predict, config=config),
         prepare=partial(_prepare, config=config),
         predict_joint=partial(_predict_joint, config=config),
-        name=f"preference_gp({kernel}, beta={beta:g})",
+        name=name,
         check_data=partial(_check_data, config=config),
         noise=partial(_noise, config=config),
         conditioning=False,
@@ -751,8 +915,10 @@ def _unpack(z: jax.Array, names: tuple[str, ...], d: int) -> dict[str, jax.Array
     return params
 
 
-@partial(jax.jit, static_argnames=("config", "num_newton"))
-def _negative_log_posterior(z, data, config: _Config, num_newton: int):
+@partial(jax.jit, static_argnames=("config", "num_newton", "num_anchors"))
+def _negative_log_posterior(
+    z, data, config: _Config, num_newton: int, num_anchors: int | None = None
+):
     """Minus (criterion + log hyperprior) at unconstrained ``z``, and its gradient."""
     names, d = _hyper_names(config), data.X.shape[1]
 
@@ -765,6 +931,8 @@ def _negative_log_posterior(z, data, config: _Config, num_newton: int):
             kernel=config.kernel,
             anchor_noise=config.anchor_noise,
             num_iterations=num_newton,
+            evidence=config.evidence,
+            num_anchors=num_anchors,
         )
         for name, v in params.items():
             value = value + jnp.sum(_prior(config, name, d).log_prob(v))
@@ -816,12 +984,18 @@ def _map_hyperparameters(key, data, config, laplace):
 
     d = data.dim
     z0 = np.asarray(_starts(key, config, d, laplace.num_restarts))
+    num_anchors = None
+    if config.evidence == "joint":
+        # anchor slots in buckets of powers of two (at least 8): one compiled
+        # criterion per bucket, not per anchor count
+        count = int(np.sum(np.asarray(_anchor_rows(data))))
+        num_anchors = max(8, 1 << max(count - 1, 0).bit_length())
     best, best_value = None, np.inf
     for z in z0:
 
         def fun(z):
             value, grad = _negative_log_posterior(
-                jnp.asarray(z), data, config, laplace.num_newton
+                jnp.asarray(z), data, config, laplace.num_newton, num_anchors
             )
             value, grad = float(value), np.asarray(grad)
             if not (np.isfinite(value) and np.isfinite(grad).all()):

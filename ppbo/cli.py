@@ -670,6 +670,7 @@ def _create_preference(args: argparse.Namespace, space) -> int:
         "n_initial": args.n_initial,
         "anchor_budget": args.anchor_budget,
         "anchor_noise": args.anchor_noise,
+        "evidence": args.anchor_evidence,
         "direction": direction,
     }
     if args.samples is not None:
@@ -942,6 +943,12 @@ def _campaign_commands(commands) -> None:
     )
     create.add_argument(
         "--anchor-noise", default="homoscedastic", help="or heteroscedastic"
+    )
+    create.add_argument(
+        "--anchor-evidence",
+        default="separate",
+        help="preference: the hyperparameter criterion, separate (the duels' and "
+        "the anchors' evidences added) or joint (the tempered model's evidence)",
     )
     create.add_argument(
         "--drift-strategy",

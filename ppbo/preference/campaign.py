@@ -7,7 +7,8 @@ the expert preferred (``"a"``, ``"b"``, ``"tie"`` or ``"skip"``, "can't say"),
 and ``add_anchor(params, value)`` records a measured anchor at any time. The
 surrogate is the preference GP of :mod:`ppbo.models.preference_gp` (probit duels,
 Chu and Ghahramani 2005, eq. (3); the anchors' Gaussian likelihood; the anchors
-criterion ``beta log p(v < 0 | theta) + (1 - beta) log p(Y0 | X0, theta)``),
+criterion ``beta log p(v < 0 | theta) + (1 - beta) log p(Y0 | X0, theta)``, or
+with ``evidence="joint"`` the Laplace evidence of the tempered joint model),
 optionally with the most-likely heteroscedastic anchor noise of
 :mod:`ppbo.models.heteroscedastic` (Kersting et al. 2007).
 
@@ -102,6 +103,10 @@ ACQUISITIONS = ("eubo", "dueling_thompson", "anpei")
 #: Anchor noise models: one ``noise`` site, or Kersting et al.'s most likely one.
 ANCHOR_NOISES = ("homoscedastic", "heteroscedastic")
 
+#: Keys added to the stored configuration after campaigns were first stored,
+#: with the value a campaign stored without them was run with.
+_LATER_KEYS = {"evidence": "separate"}
+
 _INFERENCES = ("laplace", "nuts")
 _STRATEGY_OPTION = {
     "restart": "horizon",
@@ -136,12 +141,12 @@ class AnchorRecord:
 
 
 @functools.lru_cache(maxsize=32)
-def _shared_surrogate(kernel: str, beta: float):
+def _shared_surrogate(kernel: str, beta: float, evidence: str):
     # Compiled fits are keyed by the surrogate's identity: campaigns of one
     # process with the same homoscedastic model share one (an immutable value).
     from ppbo.models import preference_gp
 
-    return preference_gp.surrogate(kernel, beta=beta)
+    return preference_gp.surrogate(kernel, beta=beta, evidence=evidence)
 
 
 @functools.lru_cache(maxsize=32)
@@ -187,6 +192,7 @@ def _config(
     beta: float,
     kernel: str,
     anchor_noise: str,
+    evidence: str,
     anchor_budget: int | None,
     anchor_strategy: str | None,
     strategy_options: Mapping[str, Any] | None,
@@ -200,6 +206,9 @@ def _config(
     _check_choice("acquisition", acquisition, ACQUISITIONS)
     _check_choice("inference", inference, _INFERENCES)
     _check_choice("anchor_noise", anchor_noise, ANCHOR_NOISES)
+    from ppbo.models.preference_gp import EVIDENCES
+
+    _check_choice("evidence", evidence, EVIDENCES)
     _check_choice("direction", direction, ("maximize", "minimize"))
     beta = float(beta)
     if not 0.0 <= beta <= 1.0:
@@ -241,6 +250,7 @@ def _config(
         "beta": beta,
         "kernel": kernel,
         "anchor_noise": anchor_noise,
+        "evidence": evidence,
         "anchor_budget": anchor_budget,
         "anchor_strategy": anchor_strategy,
         "strategy_options": options,
@@ -273,6 +283,11 @@ class PreferenceOptimizer:
         anchor_noise: ``"homoscedastic"`` (a ``noise`` site) or
             ``"heteroscedastic"`` (Kersting et al.'s most likely noise, from
             three anchors on).
+        evidence: the hyperparameter criterion of the Laplace path:
+            ``"separate"`` (default; the notes' ``beta log p(v < 0 | theta) + (1
+            - beta) log p(Y0 | X0, theta)``) or ``"joint"`` (the Laplace evidence
+            of the tempered joint model, where the duels inform the anchor
+            noise; :func:`ppbo.models.preference_gp.joint_log_evidence`).
         anchor_budget: the most anchors the model uses (None: no limit).
         anchor_strategy: None, ``"restart"``, ``"sliding_window"`` or
             ``"weighted_penalty"``.
@@ -315,6 +330,7 @@ class PreferenceOptimizer:
         beta: float = 0.5,
         kernel: str = "rbf",
         anchor_noise: str = "homoscedastic",
+        evidence: str = "separate",
         anchor_budget: int | None = None,
         anchor_strategy: str | None = None,
         strategy_options: Mapping[str, Any] | None = None,
@@ -339,6 +355,7 @@ class PreferenceOptimizer:
             beta=beta,
             kernel=kernel,
             anchor_noise=anchor_noise,
+            evidence=evidence,
             anchor_budget=anchor_budget,
             anchor_strategy=anchor_strategy,
             strategy_options=strategy_options,
@@ -354,7 +371,7 @@ class PreferenceOptimizer:
         name = name or f"preference-{uuid.uuid4().hex[:8]}"
         existing = self._storage.get_campaign(name)
         if existing is not None and load_if_exists:
-            stored = {k: v for k, v in existing.config.items()}
+            stored = _LATER_KEYS | dict(existing.config)
             if stored != config:
                 diff = sorted(k for k in config if stored.get(k) != config[k])
                 raise ValueError(
@@ -369,7 +386,7 @@ class PreferenceOptimizer:
     def _init(self, campaign, space: Space) -> None:
         self._campaign = campaign
         self._space = space
-        self._config = dict(campaign.config)
+        self._config = _LATER_KEYS | dict(campaign.config)
         # surrogate per anchor set: a heteroscedastic noise model is refitted
         # (and compiled for) only when the anchors change
         self._surrogate_cache: tuple[Any, Any] | None = None
@@ -517,7 +534,9 @@ class PreferenceOptimizer:
         )
         signature = (hetero, problem.anchor_ids) if hetero else (False,)
         if not hetero:
-            return _shared_surrogate(config["kernel"], config["beta"])
+            return _shared_surrogate(
+                config["kernel"], config["beta"], config["evidence"]
+            )
         if self._surrogate_cache is not None and self._surrogate_cache[0] == signature:
             return self._surrogate_cache[1]
         if hetero:
@@ -530,7 +549,10 @@ class PreferenceOptimizer:
             key = jax.random.fold_in(key, len(problem.anchor_ids))
             noise = heteroscedastic.most_likely_noise(key, X0, Y0, max_iterations=5)
         surrogate = preference_gp.surrogate(
-            config["kernel"], beta=config["beta"], anchor_noise=noise
+            config["kernel"],
+            beta=config["beta"],
+            anchor_noise=noise,
+            evidence=config["evidence"],
         )
         self._surrogate_cache = (signature, surrogate)
         return surrogate

@@ -219,3 +219,36 @@ def test_an_anchor_at_a_duel_point_shares_its_row():
     assert data.n == 3
     assert np.asarray(data.anchor)[:3].tolist() == [True, False, True]
     assert np.asarray(data.y)[[0, 2]].tolist() == pytest.approx([-1.0, 1.0])
+
+
+def test_joint_evidence_campaign_asks_and_one_stored_without_it_resumes(tmp_path):
+    import json
+
+    path = tmp_path / "prefs.db"
+    opt = make(storage=str(path), name="joint", evidence="joint")
+    opt.add_anchor({"x": 0.2}, 1.0)
+    opt.add_anchor({"x": 0.8}, -1.0)
+    for _ in range(3):
+        pair = opt.ask()
+        opt.tell(pair, answer(pair))
+    assert opt.fit().surrogate.name.endswith("evidence=joint)")
+    # a campaign stored before the key existed was run with the separate criterion
+    make(storage=str(path), name="old")
+    conn = sqlite3.connect(path)
+    (config,) = conn.execute(
+        "SELECT config FROM campaigns WHERE name = 'old'"
+    ).fetchone()
+    config = json.loads(config)
+    del config["evidence"]
+    conn.execute(
+        "UPDATE campaigns SET config = ? WHERE name = 'old'", (json.dumps(config),)
+    )
+    conn.commit()
+    conn.close()
+    again = make(storage=str(path), name="old", load_if_exists=True)
+    assert again.config["evidence"] == "separate"
+    assert ppbo.PreferenceOptimizer.load(str(path), "old").config["evidence"] == (
+        "separate"
+    )
+    with pytest.raises(ValueError, match="evidence must be one of .* got 'both'"):
+        make(evidence="both")

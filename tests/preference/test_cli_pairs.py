@@ -246,3 +246,30 @@ def test_drift_flags_on_an_ordinary_campaign_are_refused(run):
         "--drift-strategy is for preference campaigns (add --preference), got "
         "--drift-strategy restart" in _one_line(err)
     )
+
+
+def test_anchor_evidence_is_stored_and_a_bad_one_is_refused(run, tmp_path):
+    import ppbo
+
+    run(
+        "create",
+        "taste",
+        "--space",
+        SPACE,
+        "--preference",
+        "--anchor-evidence",
+        "joint",
+    )
+    config = ppbo.PreferenceOptimizer.load(str(tmp_path / "prefs.db"), "taste").config
+    assert config["evidence"] == "joint"
+    _, err = run(
+        "create",
+        "other",
+        "--space",
+        SPACE,
+        "--preference",
+        "--anchor-evidence",
+        "both",
+        expect=2,
+    )
+    assert "evidence must be one of ['separate', 'joint'], got 'both'" in _one_line(err)
