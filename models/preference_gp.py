@@ -95,7 +95,7 @@ import numpyro.distributions as dist
 from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import log_ndtr
 
-from ppbo.data import Dataset
+from ppbo.data import Dataset, bucket_capacity
 from ppbo.models.gaussian import masked_covariance
 from ppbo.models.kernels import KERNELS, Stationary
 from ppbo.surrogate import Posterior, Surrogate
@@ -258,11 +258,15 @@ def duel_log_likelihood(
     if data.duels is None:
         return jnp.zeros((), dtype=f.dtype)
     diff = f[data.duels[:, 0]] - f[data.duels[:, 1]]
-    z = diff / jnp.sqrt(2.0 * preference_noise)
-    terms = log_ndtr(z)
+    return _probit_sum(diff, data, preference_noise, weights)
+
+
+def _probit_sum(t, data: Dataset, preference_noise, weights=None) -> jax.Array:
+    """``sum_k w_k log Phi(t_k / sqrt(2 sigma^2))`` over the unpadded duels."""
+    terms = log_ndtr(t / jnp.sqrt(2.0 * preference_noise))
     weights = data.duel_weight if weights is None else weights
     if weights is not None:
-        terms = jnp.asarray(weights, dtype=f.dtype) * terms
+        terms = jnp.asarray(weights, dtype=t.dtype) * terms
     return jnp.sum(jnp.where(data.duel_mask, terms, 0.0))
 
 
@@ -550,10 +554,7 @@ def _projected_log_evidence(params, data, config, beta, num_iterations, num_slot
         value = jnp.zeros((), dtype=S.dtype)
         if num_duels:
             t = s[:num_duels]
-            terms = log_ndtr(t / jnp.sqrt(2.0 * params["preference_noise"]))
-            if data.duel_weight is not None:
-                terms = data.duel_weight * terms
-            value = value + beta * jnp.sum(jnp.where(data.duel_mask, terms, 0.0))
+            value = value + beta * _probit_sum(t, data, params["preference_noise"])
         if num_slots:
             e = target - s[num_duels:]
             terms = -0.5 * (e**2 / noise + jnp.log(2.0 * math.pi * noise))
@@ -986,10 +987,9 @@ def _map_hyperparameters(key, data, config, laplace):
     z0 = np.asarray(_starts(key, config, d, laplace.num_restarts))
     num_anchors = None
     if config.evidence == "joint":
-        # anchor slots in buckets of powers of two (at least 8): one compiled
-        # criterion per bucket, not per anchor count
-        count = int(np.sum(np.asarray(_anchor_rows(data))))
-        num_anchors = max(8, 1 << max(count - 1, 0).bit_length())
+        # anchor slots in the rows' buckets: one compiled criterion per
+        # bucket, not per anchor count
+        num_anchors = bucket_capacity(int(np.sum(np.asarray(_anchor_rows(data)))))
     best, best_value = None, np.inf
     for z in z0:
 
