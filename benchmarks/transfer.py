@@ -15,8 +15,11 @@ no-transfer GP (``gp``, no sources), the ICM multi-task GP (``multitask_gp``),
 ``miso_gp``, ``nn_task_gp``, ``bhgp``, Env-GP with the posterior-mode source noise
 (``env_gp_mode``) and fully Bayesian by NUTS (``env_gp_bayes``), ``diff_gp``,
 bandit source selection with Env-GP (``bandit_env_gp``), ``metabo_gp`` and
-``rgpe``. Every method runs with the campaign defaults (MAP, log-EI) unless its
-entry says otherwise.
+``rgpe``; ``gp_warm`` and ``multitask_gp_warm`` are the GP and the ICM GP whose
+3-point design is the warm start of Feurer et al. (2015)
+(``initial_design="sources"``: the best points of the sources nearest the target
+by meta-features) instead of the LHS. Every method runs with the campaign defaults
+(MAP, log-EI) unless its entry says otherwise.
 
 Outputs in ``benchmarks/results/``: ``{name}.jsonl`` (one line per run, appended
 as runs finish and skipped when present, so a sweep resumes), ``{name}.json``
@@ -68,6 +71,10 @@ METHODS: dict[str, dict] = {
     "bandit_env_gp": {"surrogate": ENV_MODE, "source_selection": "bandit"},
     "metabo_gp": {"surrogate": "metabo_gp"},
     "rgpe": {"surrogate": "rgpe"},
+    # the warm-start design of Feurer et al. (2015): the sources' best points,
+    # nearest source (by meta-features) first, instead of the 3-point LHS
+    "gp_warm": {"surrogate": "gp", "initial_design": "sources"},
+    "multitask_gp_warm": {"surrogate": "multitask_gp", "initial_design": "sources"},
 }
 
 

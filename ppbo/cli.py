@@ -516,6 +516,7 @@ def _create_campaign(args: argparse.Namespace, space, sources) -> None:
         inference=_inference(args.inference, args.samples),
         acquisition=args.acquisition,
         direction=args.direction,
+        initial_design=args.initial_design or "lhs",
         n_initial=args.n_initial,
         seed=args.seed,
         storage=args.storage,
@@ -661,6 +662,13 @@ def _is_preference(args: argparse.Namespace) -> bool:
 def _create_preference(args: argparse.Namespace, space) -> int:
     import ppbo
 
+    for flag in ("--initial-design", "--source"):
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None:
+            raise UsageError(
+                f"{flag} is not for preference campaigns (their design is a Sobol' "
+                f"design of pairs), got {flag} {value}"
+            )
     direction = args.direction if "--direction" in sys.argv else "maximize"
     inference = args.inference if args.inference in ("laplace", "nuts") else "laplace"
     options = {
@@ -983,6 +991,13 @@ def _campaign_commands(commands) -> None:
         help="a source task's evaluations (repeatable): a CSV file with the "
         'parameter names and "value" as columns, or a JSON file {"name": ..., '
         '"params": [{...}, ...], "values": [...]} (or a list of them)',
+    )
+    create.add_argument(
+        "--initial-design",
+        default=None,
+        choices=["lhs", "sobol", "random", "sources"],
+        help="the first --n-initial trials: lhs (default), sobol, random, or "
+        "sources (the best points of the --source tasks, Feurer et al. 2015)",
     )
     create.add_argument(
         "--source-selection",

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from ppbo.acquisition.base import Acquisition
-from ppbo.campaign.designs import initial_design
+from ppbo.campaign.designs import initial_design, source_design
 from ppbo.campaign.keys import campaign_key
 from ppbo.campaign.step import step
 from ppbo.campaign.transfer import Model, Transfer
@@ -140,9 +140,7 @@ def propose(
     rows: list[dict] = []
     for number in range(iteration, min(iteration + count, n_initial)):
         if design is None:
-            design = initial_design(
-                config["initial_design"], n_initial, space.dim, int(config["seed"])
-            )
+            design = _design(setup, n_initial)
         units.append(space.snap(design[number]))
         rows.append(_row(space, units[-1], iteration, "design", task=task))
     remaining = count - len(rows)
@@ -163,6 +161,26 @@ def propose(
     extra = extra | model.extra
     rows += [_row(space, space.snap(x), iteration, "model", extra, task) for x in X]
     return rows, posterior
+
+
+def _design(setup: Setup, n: int) -> np.ndarray:
+    """The campaign's initial design in the unit cube (trial ``i`` gets row ``i``)."""
+    config = setup.config
+    kind, seed = config["initial_design"], int(config["seed"])
+    if kind != "sources":
+        return initial_design(kind, n, setup.space.dim, seed)
+    # Feurer et al. (2015)'s warm start; the slots the sources cannot fill get
+    # the rows of the campaign's Latin hypercube at the same positions
+    fallback = initial_design("lhs", n, setup.space.dim, seed)
+    transfer = setup.transfer
+    X, y, ids = transfer.arrays()
+    target = transfer.settings.get("meta_features")
+    meta = None
+    if target is not None:
+        meta = np.stack([source.meta_features for source in transfer.sources])
+    return source_design(
+        X, y, ids, n, fallback, meta_features=meta, target_meta_features=target
+    )
 
 
 def _row(space, u, iteration, origin, extra=None, task=None) -> dict:

@@ -91,7 +91,10 @@ class Optimizer:
             (default: ``"log_ei"``, chosen by measured regret; see
             benchmarks/README.md. ``"pes"`` is Predictive Entropy Search).
         direction: ``"minimize"`` (default) or ``"maximize"``.
-        initial_design: ``"lhs"`` (default), ``"sobol"`` or ``"random"``.
+        initial_design: ``"lhs"`` (default), ``"sobol"``, ``"random"``, or
+            ``"sources"`` with ``sources``: the warm start of Feurer et al.
+            (2015), the best points of the sources nearest the target by
+            ``meta_features`` (:func:`ppbo.campaign.designs.source_design`).
         n_initial: design size (default ``max(3, 2 * len(space))``).
         seed: the campaign's root seed.
         storage: None (in memory), a SQLite file path, or a
@@ -175,6 +178,7 @@ class Optimizer:
             (surrogate, inference, acquisition),
             sources,
             (meta_features, source_selection, source_selection_options),
+            initial_design,
         )
         check_acquisition(parts["surrogate"], parts["acquisition"], acquisition_samples)
         from ppbo.storage import open_storage
@@ -548,7 +552,7 @@ def _create_or_load(storage, name: str, config: dict, load_if_exists: bool):
     return storage.create_campaign(name, config)
 
 
-def _components(space, named, sources, transfer_options):
+def _components(space, named, sources, transfer_options, design="lhs"):
     """The campaign's components and specs from the user's names, and what a
     campaign with sources stores beside them (``sources`` and ``transfer``)."""
     surrogate, inference, acquisition = named
@@ -556,15 +560,22 @@ def _components(space, named, sources, transfer_options):
     transfer = transfer_config(sources, space, *transfer_options)
     parts, specs = registry.resolve_components(surrogate, inference, acquisition, space)
     if not sources:
+        if design == "sources":
+            raise ValueError(
+                "initial_design='sources' (the best points of the source tasks) "
+                "needs sources=[ppbo.Source(...), ...], got no sources"
+            )
         return parts, specs, {}
     parts, specs = _transfer_components(
-        parts, specs, sources, transfer, inference, acquisition
+        parts, specs, sources, transfer, inference, acquisition, design
     )
     stored = {"sources": sources_to_json(sources, space), "transfer": transfer}
     return parts, specs, stored
 
 
-def _transfer_components(parts, specs, sources, transfer, inference, acquisition):
+def _transfer_components(
+    parts, specs, sources, transfer, inference, acquisition, design="lhs"
+):
     """The components of a campaign with sources: the surrogate gets the sources'
     options (``num_tasks``, ``num_sources``, ``meta_features``), or a warning that
     it ignores them."""
@@ -576,6 +587,8 @@ def _transfer_components(parts, specs, sources, transfer, inference, acquisition
                 f"source_selection={transfer['source_selection']!r} needs a surrogate "
                 f"that uses sources (e.g. 'multitask_gp'), got surrogate {name!r}"
             )
+        if design == "sources":  # the sources choose the design, not the model
+            return parts, specs
         warnings.warn(
             f"surrogate {name!r} does not use source tasks: the {len(sources)} "
             "sources are stored with the campaign but the model sees the target's "

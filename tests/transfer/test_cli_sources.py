@@ -72,3 +72,35 @@ def test_a_bad_source_file_is_one_clear_error(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "source 'bad': X[0]: parameter 'x' = 1.5 is outside its bounds" in err
+
+
+def test_create_with_the_sources_design_asks_their_best_points(tmp_path, capsys):
+    (tmp_path / "lab.csv").write_text("x,value\n0.1,1.0\n0.5,0.2\n0.9,0.7\n")
+    (tmp_path / "old.json").write_text(
+        json.dumps(
+            {"name": "old", "params": [{"x": 0.3}, {"x": 0.6}], "values": [2, 1]}
+        )
+    )
+    db = str(tmp_path / "c.db")
+    create = ["create", "warm", "--space", SPACE, "--storage", db]
+    create += ["--model", "multitask_gp", "--initial-design", "sources"]
+    create += ["--n-initial", "3", "--source", str(tmp_path / "lab.csv")]
+    create += ["--source", str(tmp_path / "old.json")]
+    assert main(create) == 0
+    capsys.readouterr()
+    assert main(["ask", "warm", "--storage", db, "--n", "3"]) == 0
+    asked = json.loads(capsys.readouterr().out)
+    # each source's smallest value in turn (minimisation): lab 0.5, old 0.6,
+    # then lab's second best 0.9
+    assert [trial["params"]["x"] for trial in asked] == [0.5, 0.6, 0.9]
+    # without sources the design is refused, naming it
+    cold = ["create", "cold", "--space", SPACE, "--storage", db]
+    assert main(cold + ["--initial-design", "sources"]) == 2
+    assert "initial_design='sources'" in capsys.readouterr().err
+
+
+def test_a_preference_campaign_refuses_a_design_it_would_not_use(tmp_path, capsys):
+    db = str(tmp_path / "p.db")
+    create = ["create", "p", "--space", SPACE, "--storage", db, "--preference"]
+    assert main(create + ["--initial-design", "sobol"]) == 2
+    assert "--initial-design is not for preference campaigns" in capsys.readouterr().err
