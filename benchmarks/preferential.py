@@ -18,15 +18,16 @@ Anchors: ``2 d + 2`` Sobol points measured with **heteroscedastic noise**,
 ``y = f(x) + e``, ``e ~ N(0, s(x)^2)``, ``s(x) = 0.05 R (0.2 + 2 u_1)`` (``u_1``
 the first unit coordinate), all given before the first comparison.
 
-Arms (``--arms``): ``sobol`` (every pair from the space-filling design, the
-random baseline), ``eubo`` and ``dueling_thompson`` without anchors;
-``eubo+anchors`` (homoscedastic anchor noise), ``eubo+anchors-joint`` (the same
-with the joint evidence of the tempered model as the hyperparameter criterion,
-``evidence="joint"``), ``eubo+anchors-het`` (the most-likely heteroscedastic
-noise), ``eubo+anchors-sw`` / ``eubo+anchors-restart``
+Arms (``--arms``): ``sobol`` (every pair from the space-filling design, the random
+baseline), ``eubo`` and ``dueling_thompson`` without anchors; ``eubo+anchors``
+(homoscedastic anchor noise), ``eubo+anchors-joint`` (the same with the joint
+evidence of the tempered model as the hyperparameter criterion,
+``evidence="joint"``), ``eubo+anchors-het`` (the most-likely heteroscedastic noise),
+``eubo+anchors-known`` (the expert reports each anchor's variance ``s(x)^2`` with
+its value, ``anchor_noise="known"``), ``eubo+anchors-sw`` / ``eubo+anchors-restart``
 (the sliding-window and restart strategies with a window / horizon of half the
-comparisons), ``eubo+anchors-wp`` (the weighted penalty with a half-life of half
-the comparisons), ``eubo+anchors-budget`` (a budget of half the anchors, added one by
+comparisons), ``eubo+anchors-wp`` (the weighted penalty with a half-life of half the
+comparisons), ``eubo+anchors-budget`` (a budget of half the anchors, added one by
 one with replacement), ``dueling_thompson+anchors`` and ``anpei+anchors-het``.
 
 Drifting experts (``--problems branin_drift six_hump_camel_drift``): comparison
@@ -82,6 +83,12 @@ ARMS = {
         "anchor_noise": "heteroscedastic",
     },
     "eubo+anchors-joint": {"acquisition": "eubo", "anchors": True, "evidence": "joint"},
+    # the expert reports each anchor's measurement variance with the value
+    "eubo+anchors-known": {
+        "acquisition": "eubo",
+        "anchors": True,
+        "anchor_noise": "known",
+    },
     "eubo+anchors-sw": {
         "acquisition": "eubo",
         "anchors": True,
@@ -159,11 +166,16 @@ def _unit(params: dict, d: int) -> np.ndarray:
     return np.array([params[f"u{i}"] for i in range(d)], dtype=np.float64)
 
 
+def anchor_sd(problem: Simulated, X0: np.ndarray) -> np.ndarray:
+    """The anchors' measurement noise standard deviation, ``0.05 R (0.2 + 2 u_1)``."""
+    return 0.05 * problem.R * (0.2 + 2.0 * X0[:, 0])
+
+
 def anchors_for(problem: Simulated, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``2 d + 2`` Sobol anchors with heteroscedastic measurement noise."""
     L = 2 * problem.d + 2
     X0 = qmc.Sobol(problem.d, scramble=True, seed=1000 + seed).random(L)
-    sd = 0.05 * problem.R * (0.2 + 2.0 * X0[:, 0])
+    sd = anchor_sd(problem, X0)
     rng = np.random.default_rng([seed, 99])
     return X0, problem.value(X0) + sd * rng.normal(size=L)
 
@@ -206,8 +218,11 @@ def run_one(problem_name: str, arm: str, level: str, seed: int, comparisons: int
         **options,
     )
     if spec["anchors"]:
-        for x, y in zip(X0, Y0, strict=True):
-            opt.add_anchor({f"u{i}": float(v) for i, v in enumerate(x)}, float(y))
+        known = spec.get("anchor_noise") == "known"
+        variances = anchor_sd(problem, X0) ** 2
+        for x, y, v in zip(X0, Y0, variances, strict=True):
+            params = {f"u{i}": float(c) for i, c in enumerate(x)}
+            opt.add_anchor(params, float(y), noise=float(v) if known else None)
     lam = LEVELS[level]
     started = time.perf_counter()
     wrong = 0

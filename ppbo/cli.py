@@ -780,9 +780,11 @@ def _tell_pair(args: argparse.Namespace) -> int:
         if args.pair is not None or args.winner is not None:
             raise UsageError("--anchor-json cannot be combined with --pair/--winner")
         record = _read_json(args.anchor_json, "--anchor-json")
-        if not isinstance(record, dict) or set(record) != {"params", "value"}:
+        keys = set(record) if isinstance(record, dict) else set()
+        if not {"params", "value"} <= keys <= {"params", "value", "noise"}:
             raise UsageError(
-                '--anchor-json must be an object {"params": {...}, "value": number}, '
+                '--anchor-json must be an object {"params": {...}, "value": number} '
+                '(and "noise": its measurement variance, for --anchor-noise known), '
                 f"got {record!r}"
             )
         value = record["value"]
@@ -794,7 +796,7 @@ def _tell_pair(args: argparse.Namespace) -> int:
                     f"--anchor-json value must be a number, got {value!r}"
                 ) from None
         try:
-            anchor = opt.add_anchor(record["params"], value)
+            anchor = opt.add_anchor(record["params"], value, record.get("noise"))
         except ValueError as error:
             raise UsageError(f"--anchor-json: {error}") from None
         print(
@@ -831,6 +833,7 @@ def _show_pairs(args: argparse.Namespace) -> int:
     pairs = [p.to_json() for p in opt.get_pairs()]
     anchors = [
         {"anchor": a.id, "params": a.params, "value": a.value, "active": a.active}
+        | ({} if a.noise is None else {"noise": a.noise})
         for a in opt.get_anchors()
     ]
     if args.json:
@@ -950,7 +953,10 @@ def _campaign_commands(commands) -> None:
         "--anchor-budget", type=int, default=None, help="most anchors kept"
     )
     create.add_argument(
-        "--anchor-noise", default="homoscedastic", help="or heteroscedastic"
+        "--anchor-noise",
+        default="homoscedastic",
+        help="or heteroscedastic, or known (each anchor's variance, given as "
+        '"noise" in --anchor-json)',
     )
     create.add_argument(
         "--anchor-evidence",
@@ -1037,7 +1043,8 @@ def _ask_tell_commands(commands) -> None:
     tell.add_argument(
         "--anchor-json",
         default=None,
-        help='preference: an anchor {"params": {...}, "value": 1.2} (or "-")',
+        help='preference: an anchor {"params": {...}, "value": 1.2} (or "-"); '
+        'with --anchor-noise known also "noise": its variance',
     )
     tell.add_argument(
         "--json",

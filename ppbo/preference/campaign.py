@@ -95,13 +95,15 @@ __all__ = [
     "AnchorRecord",
     "ACQUISITIONS",
     "ANCHOR_NOISES",
+    "KnownNoise",
 ]
 
 #: Pair acquisitions a preference campaign runs.
 ACQUISITIONS = ("eubo", "dueling_thompson", "anpei")
 
-#: Anchor noise models: one ``noise`` site, or Kersting et al.'s most likely one.
-ANCHOR_NOISES = ("homoscedastic", "heteroscedastic")
+#: Anchor noise models: one ``noise`` site, Kersting et al.'s most likely one, or
+#: the variance measured with each anchor (``add_anchor(..., noise=v)``).
+ANCHOR_NOISES = ("homoscedastic", "heteroscedastic", "known")
 
 #: Keys added to the stored configuration after campaigns were first stored,
 #: with the value a campaign stored without them was run with.
@@ -130,6 +132,8 @@ class AnchorRecord:
             not replaced since).
         replaced: the id of the anchor it replaced (None if it took free room or
             was not kept).
+        noise: the measurement's noise variance in the objective's units
+            squared (campaigns with ``anchor_noise="known"``), else None.
     """
 
     id: int
@@ -138,6 +142,7 @@ class AnchorRecord:
     time: int
     active: bool
     replaced: int | None
+    noise: float | None = None
 
 
 @functools.lru_cache(maxsize=32)
@@ -280,9 +285,11 @@ class PreferenceOptimizer:
             joint posterior, fully Bayesian).
         beta: weight of the duels in the anchors criterion, in [0, 1].
         kernel: the latent GP's stationary kernel (``"rbf"``, ``"matern52"``...).
-        anchor_noise: ``"homoscedastic"`` (a ``noise`` site) or
+        anchor_noise: ``"homoscedastic"`` (a ``noise`` site),
             ``"heteroscedastic"`` (Kersting et al.'s most likely noise, from
-            three anchors on).
+            three anchors on) or ``"known"`` (each anchor's measurement variance,
+            given to :meth:`add_anchor`; a fixed per-anchor noise, like
+            BoTorch's ``train_Yvar``).
         evidence: the hyperparameter criterion of the Laplace path:
             ``"separate"`` (default; the notes' ``beta log p(v < 0 | theta) + (1
             - beta) log p(Y0 | X0, theta)``) or ``"joint"`` (the Laplace evidence
@@ -532,14 +539,20 @@ class PreferenceOptimizer:
             config["anchor_noise"] == "heteroscedastic"
             and problem.num_anchors >= _MIN_HETEROSCEDASTIC
         )
-        signature = (hetero, problem.anchor_ids) if hetero else (False,)
-        if not hetero:
+        known = config["anchor_noise"] == "known" and problem.num_anchors > 0
+        if known:
+            signature = ("known", problem.anchor_ids, problem.anchor_var.tobytes())
+        else:
+            signature = (hetero, problem.anchor_ids) if hetero else (False,)
+        if not (hetero or known):
             return _shared_surrogate(
                 config["kernel"], config["beta"], config["evidence"]
             )
         if self._surrogate_cache is not None and self._surrogate_cache[0] == signature:
             return self._surrogate_cache[1]
-        if hetero:
+        if known:
+            noise = KnownNoise(problem.anchor_X, problem.anchor_var)
+        else:
             rows = np.asarray(problem.data.anchor)[: problem.data.n]
             X0 = np.asarray(problem.data.X)[: problem.data.n][rows]
             Y0 = np.asarray(problem.data.y)[: problem.data.n][rows]
@@ -599,7 +612,9 @@ class PreferenceOptimizer:
             ) from None
 
     # -- anchors --
-    def add_anchor(self, params: Mapping[str, Any], value: Any) -> AnchorRecord:
+    def add_anchor(
+        self, params: Mapping[str, Any], value: Any, noise: Any = None
+    ) -> AnchorRecord:
         """Record a measured anchor ``(params, value)``; allowed at any time.
 
         Within ``anchor_budget`` the anchor is appended; with the budget full it
@@ -610,12 +625,17 @@ class PreferenceOptimizer:
         Args:
             params: the point, parameter name -> value (validated).
             value: its measured objective value, a finite real number.
+            noise: the measurement's noise variance (objective units squared),
+                a finite number > 0; required with ``anchor_noise="known"`` and
+                refused otherwise.
 
         Returns:
             The stored :class:`AnchorRecord`.
 
         Raises:
-            ValueError: for NaN/inf or non-numeric values, or invalid params.
+            ValueError: for NaN/inf or non-numeric values, invalid params, or a
+                ``noise`` missing where the campaign needs it (or given where it
+                does not).
 
         Example:
             >>> opt = PreferenceOptimizer({"x": ppbo.Real(0.0, 1.0)})
@@ -624,6 +644,7 @@ class PreferenceOptimizer:
         """
         params = self._space.validate(params)
         value = _check_anchor_value(value)
+        noise = _check_anchor_noise(noise, self._config["anchor_noise"])
         with self._storage.ask_lock(self._campaign.id):
             trials = self._storage.get_trials(self._campaign.id)
             pairs = self.get_pairs()
@@ -631,9 +652,11 @@ class PreferenceOptimizer:
             records = [a for a in _anchor_records(trials) if a.active]
             budget = self._config["anchor_budget"]
             extra: dict[str, Any] = {"time": time, "kept": True, "replaces": None}
+            if noise is not None:
+                extra["noise"] = noise
             if budget is not None and len(records) >= budget:
                 extra["replaces"] = self._replacement(
-                    params, value, records, pairs, trials
+                    params, value, noise, records, pairs, trials
                 )
                 extra["kept"] = extra["replaces"] is not None
             row = {
@@ -647,12 +670,12 @@ class PreferenceOptimizer:
             self._storage.add_trials(self._campaign.id, [row])
         return self.get_anchors()[-1]
 
-    def _replacement(self, params, value, records, pairs, trials) -> int | None:
+    def _replacement(self, params, value, noise, records, pairs, trials) -> int | None:
         config = self._config
         iteration = len(pairs)
         # the model with the candidate's measurement included: the anchors and
         # the candidate compete as maximisers given everything measured
-        candidate = (params, value)
+        candidate = (params, value, noise)
         problem = _build_data(
             self._space, config, pairs, trials, iteration, candidate=candidate
         )
@@ -738,6 +761,27 @@ def _pair_number(pair: Any) -> int:
     raise ValueError(f"pair must be a Pair or an integer pair id, got pair={pair!r}")
 
 
+def _check_anchor_noise(noise: Any, model: str) -> float | None:
+    if model != "known":
+        if noise is not None:
+            raise ValueError(
+                f"noise={noise!r} given, but this campaign's anchor_noise is "
+                f"{model!r}; create it with anchor_noise='known' to use measured "
+                "anchor variances"
+            )
+        return None
+    if noise is None:
+        raise ValueError(
+            "this campaign has anchor_noise='known': give each anchor's measurement "
+            "variance, add_anchor(params, value, noise=...)"
+        )
+    array = np.asarray(noise)
+    ok = array.shape == () and np.issubdtype(array.dtype, np.number)
+    if not ok or isinstance(noise, bool) or not np.isfinite(array) or array <= 0:
+        raise ValueError(f"noise must be a finite number > 0, got noise={noise!r}")
+    return float(array)
+
+
 def _check_anchor_value(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.number):
         array = np.asarray(value)
@@ -761,9 +805,38 @@ def _anchor_records(trials: list[Trial]) -> list[AnchorRecord]:
             time=int(t.extra.get("time", 0)),
             active=bool(t.extra.get("kept", True)) and t.number not in replaced,
             replaced=t.extra.get("replaces"),
+            noise=t.extra.get("noise"),
         )
         for t in anchors
     ]
+
+
+class KnownNoise:
+    """The measured noise variances of the anchors, as an anchor-noise function.
+
+    ``noise(X)[i]`` is the variance of the anchor at (the nearest anchor to)
+    row ``X[i]``; the preference GP reads it at its anchor rows only (the
+    per-point noise of the surrogate contract, as the heteroscedastic model's).
+
+    Args:
+        X0: (L, d) the anchors in the unit cube.
+        variances: (L,) their noise variances in model space.
+
+    Example:
+        >>> noise = KnownNoise(np.array([[0.1], [0.9]]), np.array([0.2, 0.5]))
+        >>> np.asarray(noise(np.array([[0.9], [0.1], [0.12]]))).tolist()
+        [0.5, 0.2, 0.2]
+    """
+
+    def __init__(self, X0: np.ndarray, variances: np.ndarray):
+        self.X0 = np.asarray(X0, dtype=np.float64)
+        self.variances = np.asarray(variances, dtype=np.float64)
+
+    def __call__(self, X):
+        import jax.numpy as jnp
+
+        d2 = jnp.sum((X[:, None, :] - self.X0[None, :, :]) ** 2, axis=-1)
+        return jnp.asarray(self.variances)[jnp.argmin(d2, axis=1)]
 
 
 @dataclass(frozen=True)
@@ -773,17 +846,20 @@ class _Problem:
     num_anchors: int
     anchor_X: np.ndarray  # (L, d) unit cube
     anchor_y: np.ndarray  # (L,) model space
+    anchor_var: np.ndarray | None = None  # (L,) known noise, model space
 
 
 def _build_data(space, config, pairs, trials, now, candidate=None) -> _Problem | None:
     """The told duels and active anchors as a padded Dataset in model space.
 
-    ``candidate``: an extra ``(params, value)`` anchor (a budget decision).
+    ``candidate``: an extra ``(params, value, noise)`` anchor (a budget
+    decision).
     """
     duels = [p for p in pairs if p.winner in ("a", "b")]
     anchors = [a for a in _anchor_records(trials) if a.active]
     if candidate is not None:
-        anchors.append(AnchorRecord(-1, candidate[0], candidate[1], now, True, None))
+        params, value, noise = candidate
+        anchors.append(AnchorRecord(-1, params, value, now, True, None, noise))
     strategy = config.get("anchor_strategy")
     duel_w = np.ones(len(duels))
     anchor_w = np.ones(len(anchors))
@@ -820,10 +896,15 @@ def _build_data(space, config, pairs, trials, now, candidate=None) -> _Problem |
         pairs_w.append(w)
     sign = -1.0 if config["direction"] == "minimize" else 1.0
     values = sign * np.array([a.value for a in anchors], dtype=np.float64)
+    scale = 1.0
     if len(values):
         center = values.mean()
         scale = values.std() if len(values) > 1 and values.std() > 0 else 1.0
         values = (values - center) / scale
+    known = None
+    if config["anchor_noise"] == "known":
+        # the measured variances in the anchors' standardised units
+        known = np.array([a.noise for a in anchors], dtype=np.float64) / scale**2
     anchor_X = np.array([space.to_unit(a.params) for a in anchors]).reshape(
         len(anchors), space.dim
     )
@@ -864,4 +945,5 @@ def _build_data(space, config, pairs, trials, now, candidate=None) -> _Problem |
         num_anchors=len(anchors),
         anchor_X=anchor_X,
         anchor_y=values,
+        anchor_var=known,
     )

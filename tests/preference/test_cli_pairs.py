@@ -273,3 +273,20 @@ def test_anchor_evidence_is_stored_and_a_bad_one_is_refused(run, tmp_path):
         expect=2,
     )
     assert "evidence must be one of ['separate', 'joint'], got 'both'" in _one_line(err)
+
+
+def test_known_anchor_noise_from_the_command_line(run):
+    run("create", "lab", "--space", SPACE, "--preference", "--anchor-noise", "known")
+    anchor = '{"params": {"x": 0.5}, "value": 1.0, "noise": 0.04}'
+    told = json.loads(run("tell", "lab", "--anchor-json", anchor)[0])
+    assert told["params"] == {"x": 0.5} and told["active"]
+    shown = json.loads(run("show", "lab", "--json")[0])
+    assert shown["anchors"][0]["noise"] == 0.04
+    # the variance is required by this campaign, and refused by one without it
+    _, err = run(
+        "tell", "lab", "--anchor-json", '{"params": {"x": 0.1}, "value": 2.0}', expect=2
+    )
+    assert "anchor_noise='known'" in _one_line(err)
+    run("create", "plain", "--space", SPACE, "--preference")
+    _, err = run("tell", "plain", "--anchor-json", anchor, expect=2)
+    assert "noise=0.04 given" in _one_line(err)
