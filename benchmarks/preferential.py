@@ -398,6 +398,9 @@ def main() -> int:
                         if key in done:
                             continue
                         record = run_one(problem, arm, level, seed, args.comparisons)
+                        # free the run's executables (their memory maps; a long
+                        # sweep otherwise ends in "Cannot allocate memory")
+                        jax.clear_caches()
                         records.append(record)
                         with path.open("a") as handle:
                             handle.write(json.dumps(record) + "\n")

@@ -265,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
                     if (family, method, seed) in done:
                         continue
                     result = run_one(family, method, seed)
+                    # each compiled executable holds a few memory maps until the
+                    # caches drop it; a long sweep otherwise exhausts the process's
+                    # map count and XLA fails with "Cannot allocate memory"
+                    jax.clear_caches()
                     with jsonl.open("a") as handle:
                         handle.write(json.dumps(result) + "\n")
                     final = result["regret"][-1]
