@@ -248,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="transfer")
     parser.add_argument("--table", action="store_true", help="only summarise")
     args = parser.parse_args(argv)
+    from ppbo.cli import enable_compilation_cache
+
+    enable_compilation_cache()  # runs recompile from disk after clear_caches
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown:
         parser.error(f"unknown methods {unknown}; known: {list(METHODS)}")
