@@ -173,12 +173,10 @@ class Optimizer:
         space = space if isinstance(space, Space) else Space(space)
         check_arguments(direction, initial_design, n_initial, seed, name)
         n_initial = max(3, 2 * len(space)) if n_initial is None else n_initial
+        transfer_options = (meta_features, source_selection, source_selection_options)
+        named = (surrogate, inference, acquisition)
         parts, specs, stored = _components(
-            space,
-            (surrogate, inference, acquisition),
-            sources,
-            (meta_features, source_selection, source_selection_options),
-            initial_design,
+            space, named, sources, transfer_options, initial_design
         )
         check_acquisition(parts["surrogate"], parts["acquisition"], acquisition_samples)
         from ppbo.storage import open_storage
