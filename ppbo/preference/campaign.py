@@ -57,10 +57,11 @@ Decisions, with their reasons:
 - **Anchors in model space**: maximisation of the expert's utility; anchor values
   are standardised over the active anchors (mean 0, sd 1; sd 1 for a single
   anchor) and negated for ``direction="minimize"``.
-- **Compilation** happens once per bucket: the rows are padded to
-  ``bucket_capacity(n)`` and the duels to ``bucket_capacity(m)``, with an anchor
-  flag array always present, so a new duel inside a bucket reuses the compiled
-  Laplace criterion and acquisition. A heteroscedastic noise model is refitted
+- **Compilation** happens once per bucket: the rows and the duels are both
+  padded to ``bucket_capacity(max(n, m))`` (one bucket for both, so that the two
+  counts, which grow together, do not cross bucket boundaries at different asks
+  and compile twice as often), with an anchor flag array always present, so a new
+  duel inside a bucket reuses the compiled Laplace criterion and acquisition. A heteroscedastic noise model is refitted
   (and the surrogate rebuilt) only when the set of anchors changes.
 
 References:
@@ -930,13 +931,14 @@ def _build_data(space, config, pairs, trials, now, candidate=None) -> _Problem |
         row_w = np.ones(n)
         row_w[anchor_rows] = anchor_w
         weighted = {"weight": row_w, "duel_weight": np.asarray(pairs_w, np.float64)}
+    capacity = bucket_capacity(max(n, len(pairs_rows)))
     data = Dataset(
         X,
         y,
-        capacity=bucket_capacity(n),
+        capacity=capacity,
         duels=duel_array,
         anchor=flags,
-        duel_capacity=bucket_capacity(len(pairs_rows)),
+        duel_capacity=capacity,
         **weighted,
     )
     return _Problem(
