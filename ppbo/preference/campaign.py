@@ -61,8 +61,9 @@ Decisions, with their reasons:
   padded to ``bucket_capacity(max(n, m))`` (one bucket for both, so that the two
   counts, which grow together, do not cross bucket boundaries at different asks
   and compile twice as often), with an anchor flag array always present, so a new
-  duel inside a bucket reuses the compiled Laplace criterion and acquisition. A heteroscedastic noise model is refitted
-  (and the surrogate rebuilt) only when the set of anchors changes.
+  duel inside a bucket reuses the compiled Laplace criterion and acquisition. A
+  heteroscedastic or known noise model is rebuilt (and the surrogate with it) only
+  when the set of anchors changes.
 
 References:
     Chu and Ghahramani (2005), "Preference learning with Gaussian processes".

@@ -30,65 +30,46 @@ def _sources(meta=True):
     return out
 
 
-def _unit(point):
-    return np.array([point[0] / 10.0, (point[1] + 1.0) / 2.0])
+def _warm(sources, n_initial, **options):
+    """A campaign whose design is the warm start from ``sources``."""
+    options = {"surrogate": "multitask_gp", "seed": 2} | options
+    return ppbo.Optimizer(
+        SPACE,
+        inference=MAP,
+        initial_design="sources",
+        n_initial=n_initial,
+        optimizer_options=FAST,
+        sources=sources,
+        **options,
+    )
+
+
+def _points(trials):
+    return [np.array([t.params["x"], t.params["z"]]) for t in trials]
 
 
 def test_the_design_is_the_nearest_sources_best_points_in_turn():
     sources = _sources()
-    opt = ppbo.Optimizer(
-        SPACE,
-        surrogate="multitask_gp",
-        inference=MAP,
-        initial_design="sources",
-        n_initial=5,
-        seed=2,
-        optimizer_options=FAST,
-        sources=sources,
-        meta_features=[1.0, 1.0],
-    )
-    trials = opt.ask(5)
+    trials = _warm(sources, 5, meta_features=[1.0, 1.0]).ask(5)
     # by hand: distances |shift - 1| order the sources s1 (0.5), s0 (3), s2 (8);
     # each source's points sorted by value (minimisation: smallest first)
     order = [1, 0, 2]
     ranked = [np.asarray(sources[k].X)[np.argsort(sources[k].y)] for k in order]
     expected = [ranked[0][0], ranked[1][0], ranked[2][0], ranked[0][1], ranked[1][1]]
-    got = [np.array([t.params["x"], t.params["z"]]) for t in trials]
-    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(_points(trials), expected, rtol=0, atol=1e-12)
     assert [t.origin for t in trials] == ["design"] * 5
 
 
 def test_without_meta_features_the_sources_keep_their_order():
     sources = _sources(meta=False)
-    opt = ppbo.Optimizer(
-        SPACE,
-        surrogate="multitask_gp",
-        inference=MAP,
-        initial_design="sources",
-        n_initial=3,
-        seed=2,
-        optimizer_options=FAST,
-        sources=sources,
-    )
-    got = [np.array([t.params["x"], t.params["z"]]) for t in opt.ask(3)]
+    got = _points(_warm(sources, 3).ask(3))
     expected = [np.asarray(s.X)[np.argmin(s.y)] for s in sources]
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
 
 
 def test_maximisation_takes_the_largest_source_values():
     sources = _sources(meta=False)
-    opt = ppbo.Optimizer(
-        SPACE,
-        surrogate="multitask_gp",
-        inference=MAP,
-        initial_design="sources",
-        n_initial=2,
-        seed=2,
-        direction="maximize",
-        optimizer_options=FAST,
-        sources=sources,
-    )
-    got = [np.array([t.params["x"], t.params["z"]]) for t in opt.ask(2)]
+    got = _points(_warm(sources, 2, direction="maximize").ask(2))
     expected = [np.asarray(s.X)[np.argmax(s.y)] for s in sources[:2]]
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
 
@@ -107,15 +88,7 @@ def test_duplicates_are_skipped_and_the_latin_hypercube_fills_the_rest():
 def test_a_surrogate_without_transfer_takes_the_design_without_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ppbo.CampaignWarning)
-        opt = ppbo.Optimizer(
-            SPACE,
-            inference=MAP,
-            initial_design="sources",
-            n_initial=1,
-            seed=0,
-            optimizer_options=FAST,
-            sources=_sources(meta=False),
-        )
+        opt = _warm(_sources(meta=False), 1, surrogate=None, seed=0)
     trial = opt.ask()
     first = _sources(meta=False)[0]
     best = np.asarray(first.X)[np.argmin(first.y)]
@@ -127,18 +100,8 @@ def test_the_warm_started_campaign_resumes_exactly(tmp_path, interrupted_campaig
         return float((trial.params["x"] - 1.0) ** 2 + trial.params["z"] ** 2)
 
     def make(storage, name):
-        return ppbo.Optimizer(
-            SPACE,
-            surrogate="multitask_gp",
-            inference=MAP,
-            initial_design="sources",
-            n_initial=3,
-            seed=4,
-            storage=storage,
-            name=name,
-            optimizer_options=FAST,
-            sources=_sources(),
-            meta_features=[1.0, 1.0],
+        return _warm(
+            _sources(), 3, seed=4, storage=storage, name=name, meta_features=[1.0, 1.0]
         )
 
     def run(path, steps, stop_at=None):
