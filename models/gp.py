@@ -66,6 +66,8 @@ __all__ = [
     "default_priors",
     "DEFAULT_LENGTHSCALE_PRIOR",
     "LENGTHSCALE_PRIORS",
+    "SAAS",
+    "saas_lengthscale",
     "JITTER",
     "MEANS",
     "build_kernel",
@@ -116,6 +118,43 @@ LENGTHSCALE_PRIORS: dict[str, Callable[[int], dist.Distribution]] = {
 #: The lengthscale prior used when none is named (the module docstring says why).
 DEFAULT_LENGTHSCALE_PRIOR = "light"
 
+#: The hierarchical sparse axis-aligned subspace (SAAS) lengthscale prior of Eriksson
+#: and Jankowiak (2021), "High-dimensional Bayesian optimization with sparse
+#: axis-aligned subspaces", UAI, §4 (eqs. 4-5): a global shrinkage
+#: ``tau ~ HalfCauchy(0.1)`` (site ``lengthscale_shrinkage``) and inverse squared
+#: lengthscales ``rho_i | tau ~ HalfCauchy(tau)``, so that ``lengthscale_i =
+#: rho_i ** -1/2``. Most of its mass switches inputs off (long lengthscales) until
+#: the data show that they matter. It is meant for NUTS (the paper's inference);
+#: only :func:`surrogate` takes it (``lengthscale_prior="saas"``), not the models
+#: that build on :func:`default_priors`.
+SAAS = "saas"
+
+#: Scale of the SAAS global shrinkage's half-Cauchy prior (the paper's alpha).
+SAAS_SHRINKAGE_SCALE = 0.1
+
+
+def saas_lengthscale(shrinkage: jax.Array, d: int) -> dist.Distribution:
+    """The SAAS prior of ``d`` lengthscales given the global shrinkage ``tau``.
+
+    ``rho_i ~ HalfCauchy(tau)`` independently and ``lengthscale_i = rho_i ** -1/2``
+    (Eriksson and Jankowiak 2021, eq. 5), as a distribution over the lengthscales
+    (event shape ``(d,)``) so that the site stays ``lengthscale``.
+
+    Example:
+        >>> import jax
+        >>> prior = saas_lengthscale(0.1, 3)
+        >>> prior.event_shape
+        (3,)
+        >>> bool(prior.sample(jax.random.PRNGKey(0)).min() > 0)
+        True
+    """
+    rho = dist.HalfCauchy(jnp.ones(d))
+    transforms = [
+        dist.transforms.AffineTransform(0.0, shrinkage),
+        dist.transforms.PowerTransform(-0.5),
+    ]
+    return dist.TransformedDistribution(rho, transforms).to_event(1)
+
 
 def default_priors(
     d: int, lengthscale_prior: str = DEFAULT_LENGTHSCALE_PRIOR
@@ -158,7 +197,11 @@ class _Config:
 
 
 def _prior(config: _Config, name: str, d: int) -> dist.Distribution:
-    prior = config.priors.get(name) or default_priors(d, config.lengthscale_prior)[name]
+    named = DEFAULT_LENGTHSCALE_PRIOR if config.lengthscale_prior == SAAS else None
+    prior = (
+        config.priors.get(name)
+        or default_priors(d, named or config.lengthscale_prior)[name]
+    )
     if name in _VECTOR_SITES and prior.event_shape == ():
         prior = prior.expand([d]).to_event(1)
     return prior
@@ -218,10 +261,19 @@ def _outputscale(params):
 
 def _model(data: Dataset, *, config: _Config) -> None:
     d = data.X.shape[1]
-    params = {
-        name: numpyro.sample(name, _prior(config, name, d))
-        for name in ("lengthscale", "outputscale", "noise")
-    }
+    params = {}
+    if config.lengthscale_prior == SAAS and "lengthscale" not in config.priors:
+        shrinkage = numpyro.sample(
+            "lengthscale_shrinkage",
+            config.priors.get("lengthscale_shrinkage")
+            or dist.HalfCauchy(SAAS_SHRINKAGE_SCALE),
+        )
+        params["lengthscale"] = numpyro.sample(
+            "lengthscale", saas_lengthscale(shrinkage, d)
+        )
+    for name in ("lengthscale", "outputscale", "noise"):
+        if name not in params:
+            params[name] = numpyro.sample(name, _prior(config, name, d))
     if config.mean in ("constant", "linear"):
         params["mean"] = numpyro.sample("mean", _prior(config, "mean", d))
     if config.mean == "linear":
@@ -288,7 +340,9 @@ def surrogate(
             priors for ``lengthscale`` and ``mean_weights`` are broadcast to (d,).
         lengthscale_prior: the name of the lengthscale prior in
             :data:`LENGTHSCALE_PRIORS` (it depends on the number of inputs, known
-            only from the data); ``priors["lengthscale"]``, when given, wins.
+            only from the data), or ``"saas"`` for the hierarchical SAAS prior
+            (:data:`SAAS`; its extra site ``lengthscale_shrinkage`` takes a prior
+            in ``priors`` too); ``priors["lengthscale"]``, when given, wins.
 
     Returns:
         A :class:`ppbo.Surrogate` whose ``predict`` gives the latent (noise-free)
@@ -318,7 +372,14 @@ def surrogate(
     if mean not in MEANS:
         raise ValueError(f"mean must be one of {MEANS}, got {mean!r}")
     priors = dict(priors or {})
-    known = set(default_priors(1, lengthscale_prior))  # checks the name
+    if lengthscale_prior != SAAS and lengthscale_prior not in LENGTHSCALE_PRIORS:
+        raise ValueError(
+            "lengthscale_prior must be one of "
+            f"{sorted([*LENGTHSCALE_PRIORS, SAAS])}, got {lengthscale_prior!r}"
+        )
+    known = set(default_priors(1))
+    if lengthscale_prior == SAAS:
+        known.add("lengthscale_shrinkage")
     for name, prior in priors.items():
         if name not in known:
             raise ValueError(

@@ -123,3 +123,26 @@ def test_designs_are_scipy_designs_with_the_seeded_generator():
     )
     with pytest.raises(ValueError, match="initial_design must be one of"):
         initial_design("grid", 2, 2, 0)
+
+
+def test_saas_prior_campaign_samples_the_shrinkage_with_nuts():
+    space = ppbo.Space({"a": ppbo.Real(0.0, 1.0), "b": ppbo.Real(0.0, 1.0)})
+    storage = ppbo.storage.SQLiteStorage(":memory:")
+    opt = ppbo.Optimizer(
+        space,
+        storage=storage,
+        name="saas",
+        n_initial=3,
+        surrogate={"name": "gp", "lengthscale_prior": "saas"},
+        inference=ppbo.NUTS(num_warmup=8, num_samples=8),
+        seed=0,
+    )
+    for _ in range(4):
+        trial = opt.ask()
+        opt.tell(trial, (trial.params["a"] - 0.3) ** 2)
+    assert opt.get_trials()[-1].origin == "model"
+    samples = opt.posterior.samples
+    assert samples["lengthscale_shrinkage"].shape == (8,)
+    assert samples["lengthscale"].shape == (8, 2)
+    loaded = ppbo.Optimizer.load(storage, "saas")
+    assert loaded.config["surrogate"]["lengthscale_prior"] == "saas"

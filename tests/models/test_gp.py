@@ -215,3 +215,55 @@ def test_tight_lengthscale_prior_has_the_light_mode_and_half_its_scale():
             mode, np.exp(float(light.loc) - float(light.scale) ** 2), rtol=1e-12
         )
         assert float(tight.scale) == 0.5 * float(light.scale)
+
+
+def test_saas_prior_log_density_matches_the_half_cauchy_hierarchy():
+    # Eriksson and Jankowiak (2021): tau ~ HalfCauchy(0.1), rho_i ~ HalfCauchy(tau),
+    # lengthscale_i = rho_i^(-1/2); the density of the lengthscale is the half-Cauchy
+    # density of rho times |d rho / d lengthscale| = 2 lengthscale^-3
+    from scipy.stats import halfcauchy
+
+    surrogate = gp.surrogate(lengthscale_prior="saas")
+    params = {k: jnp.asarray(v) for k, v in PARAMS.items()}
+    params["lengthscale_shrinkage"] = jnp.asarray(0.07)
+    lp, _ = log_density(surrogate.model, (ppbo.Dataset(X, Y),), {}, params)
+    ell, tau = PARAMS["lengthscale"], 0.07
+    K = _matern52(X, X, ell, PARAMS["outputscale"])
+    K += (PARAMS["noise"] + gp.JITTER) * np.eye(N)
+    expected = multivariate_normal(np.full(N, 0.2), K).logpdf(Y)
+    expected += halfcauchy(scale=0.1).logpdf(tau)
+    expected += np.sum(halfcauchy(scale=tau).logpdf(ell**-2.0) + np.log(2 * ell**-3.0))
+    priors = gp.default_priors(D)
+    expected += sum(
+        float(priors[name].log_prob(params[name]))
+        for name in ("outputscale", "noise", "mean")
+    )
+    np.testing.assert_allclose(lp, expected, rtol=1e-10)
+
+
+def test_saas_prior_draws_follow_the_hierarchy_and_errors():
+    surrogate = gp.surrogate(lengthscale_prior="saas")
+    draws = numpyro.infer.Predictive(surrogate.model, num_samples=4000)(
+        jax.random.PRNGKey(0), ppbo.Dataset(X, Y)
+    )
+    rho = draws["lengthscale"] ** -2.0 / draws["lengthscale_shrinkage"][:, None]
+    assert draws["lengthscale"].shape == (4000, D)
+    # rho / tau ~ HalfCauchy(1): P(rho / tau <= 1) = 1/2, P(<= tan(3 pi / 8)) = 3/4;
+    # tolerance 4 binomial standard errors of 8000 draws
+    tol = 4 * np.sqrt(0.25 / rho.size)
+    assert abs(np.mean(rho <= 1.0) - 0.5) < tol
+    assert abs(np.mean(rho <= np.tan(3 * np.pi / 8)) - 0.75) < tol
+    # tau ~ HalfCauchy(0.1): median 0.1
+    assert abs(np.mean(draws["lengthscale_shrinkage"] <= 0.1) - 0.5) < 4 * np.sqrt(
+        0.25 / 4000
+    )
+    with pytest.raises(ValueError, match="lengthscale_prior must be one of.*saas"):
+        gp.surrogate(lengthscale_prior="sparse")
+    with pytest.raises(ValueError, match="unknown site 'lengthscale_shrinkage'"):
+        gp.surrogate(priors={"lengthscale_shrinkage": dist.HalfCauchy(1.0)})
+    fixed = gp.surrogate(
+        lengthscale_prior="saas", priors={"lengthscale_shrinkage": dist.HalfCauchy(1.0)}
+    )
+    with numpyro.handlers.seed(rng_seed=0):
+        trace = numpyro.handlers.trace(fixed.model).get_trace(ppbo.Dataset(X, Y))
+    assert float(trace["lengthscale_shrinkage"]["fn"].scale) == 1.0
