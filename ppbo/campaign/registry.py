@@ -137,7 +137,7 @@ def _miso_gp(num_sources: int = 1, kernel: str = "matern52") -> Surrogate:
 
 #: Surrogate name -> (builder, default options). ``"gp-<kernel>"`` is the GP with
 #: that kernel; the GP's ``lengthscale_prior`` names one of
-#: :data:`ppbo.models.gp.LENGTHSCALE_PRIORS` (its default is
+#: :data:`ppbo.models.gp.LENGTHSCALE_PRIORS` or ``"saas"`` (its default is
 #: ``gp.DEFAULT_LENGTHSCALE_PRIOR``, written out here so that every stored spec
 #: names the prior it ran with). The network surrogates take ``depth`` tanh
 #: layers of ``width`` units (scalars, so that specs stay JSON and hashable).
