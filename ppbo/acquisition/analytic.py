@@ -16,7 +16,9 @@ Options (all acquisitions take ``min_var``):
 
 - ``pi``, ``ei``, ``log_ei``: ``best_f`` (default: the sample's largest posterior
   mean over the observed inputs, :func:`~ppbo.acquisition.base.best_observed_mean`),
-  ``xi=0.0``.
+  ``xi=0.0``, and ``incumbent="sample"``; ``incumbent="marginal"`` gives every
+  sample the same ``best_f``, the largest mean of the mixture over the samples at
+  the observed inputs (:func:`~ppbo.acquisition.base.prepare_incumbents`).
 - ``ucb``: ``beta`` (a fixed value), or ``t`` (the iteration, from 1) with
   ``delta=0.1`` for the schedule of :func:`ucb_beta` (``size=`` for Theorem 1 of
   Srinivas et al., otherwise Theorem 2 with ``a``, ``b``, ``r``).
@@ -157,6 +159,7 @@ def _probability_of_improvement(
     best_f: Any = None,
     xi: Any = 0.0,
     min_var: Any = MIN_VARIANCE,
+    incumbent: str = "sample",
 ) -> jax.Array:
     """Probability of improvement ``Phi(z)`` (Kushner 1964) for one sample, (m,).
 
@@ -176,6 +179,7 @@ def _expected_improvement(
     best_f: Any = None,
     xi: Any = 0.0,
     min_var: Any = MIN_VARIANCE,
+    incumbent: str = "sample",
 ) -> jax.Array:
     """Expected improvement ``sigma h(z)`` (Jones et al. 1998, eq. (15)), (m,).
 
@@ -200,6 +204,7 @@ def _log_expected_improvement(
     best_f: Any = None,
     xi: Any = 0.0,
     min_var: Any = MIN_VARIANCE,
+    incumbent: str = "sample",
 ) -> jax.Array:
     """``log EI = log_h(z) + log sigma`` (Ament et al. 2023, eq. (9)), (m,).
 

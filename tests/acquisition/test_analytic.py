@@ -292,3 +292,29 @@ def test_float_options_do_not_recompile(compile_counter):
         b = per_sample(ucb, posterior, CANDIDATES, t=2.0, size=100)
     assert compile_counter.count == 0
     assert a.shape == b.shape == (3, len(CANDIDATES))
+
+
+def test_marginal_incumbent_is_the_best_mixture_mean_for_every_sample():
+    posterior = _posterior()
+    a, b = (np.array(SAMPLES[k]) for k in "ab")
+    # the mixture's mean at each observed input, its best over the observed rows
+    best = max(np.mean(a * x[0] + b) for x in X_OBS)
+    for acq in (pi, ei, log_ei):
+        values = np.asarray(
+            per_sample(acq, posterior, CANDIDATES, incumbent="marginal")
+        )
+        expected = per_sample(acq, posterior, CANDIDATES, best_f=best)
+        np.testing.assert_allclose(values, expected, rtol=1e-13)
+    for i in range(3):
+        mu, sigma, _ = _moments(i, CANDIDATES, best)
+        z = (mu - best) / sigma
+        direct = z > -5
+        np.testing.assert_allclose(
+            np.asarray(per_sample(ei, posterior, CANDIDATES, incumbent="marginal"))[i][
+                direct
+            ],
+            ((mu - best) * norm.cdf(z) + sigma * norm.pdf(z))[direct],
+            rtol=1e-12,
+        )
+    with pytest.raises(ValueError, match="incumbent must be one of.*'best'"):
+        evaluate(ei, posterior, CANDIDATES, incumbent="best")
