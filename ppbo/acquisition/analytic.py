@@ -18,7 +18,8 @@ Options (all acquisitions take ``min_var``):
   mean over the observed inputs, :func:`~ppbo.acquisition.base.best_observed_mean`),
   ``xi=0.0``, and ``incumbent="sample"``; ``incumbent="marginal"`` gives every
   sample the same ``best_f``, the largest mean of the mixture over the samples at
-  the observed inputs (:func:`~ppbo.acquisition.base.prepare_incumbents`).
+  the observed inputs, ``incumbent="observed"`` the best observed value
+  (:func:`~ppbo.acquisition.base.prepare_incumbents`).
 - ``ucb``: ``beta`` (a fixed value), or ``t`` (the iteration, from 1) with
   ``delta=0.1`` for the schedule of :func:`ucb_beta` (``size=`` for Theorem 1 of
   Srinivas et al., otherwise Theorem 2 with ``a``, ``b``, ``r``).

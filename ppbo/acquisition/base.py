@@ -165,7 +165,7 @@ def _per_sample_incumbent(posterior: Posterior, incumbent: Callable) -> jax.Arra
 
 
 #: Incumbents of the improvement-based acquisitions (option ``incumbent``).
-INCUMBENTS = ("sample", "marginal")
+INCUMBENTS = ("sample", "marginal", "observed")
 
 
 @jax.jit
@@ -180,17 +180,26 @@ def _marginal_incumbent(posterior: Posterior) -> jax.Array:
     return jnp.full(posterior.num_samples, best)
 
 
+@jax.jit
+def _observed_incumbent(posterior: Posterior) -> jax.Array:
+    data = posterior.data
+    best = jnp.max(jnp.where(data.target_mask, data.y, -jnp.inf))
+    return jnp.full(posterior.num_samples, best)
+
+
 def prepare_incumbents(key: Any, posterior: Posterior, **options: Any) -> Any:
     """``prepare`` for improvement-based acquisitions: the incumbents, shape (s,).
 
     ``incumbent="sample"`` (the default) gives each sample its own
-    :func:`best_observed_mean`; ``incumbent="marginal"`` gives every sample the
-    same value, the largest posterior mean of the mixture over the samples at the
-    observed target inputs, so that the average over samples is the integrated
-    acquisition of Snoek, Larochelle and Adams (2012, "Practical Bayesian
-    optimization of machine learning algorithms", eq. (5)) against one incumbent
-    for all hyperparameters. Computed once per evaluation instead of once per
-    call; None when ``best_f`` is given.
+    :func:`best_observed_mean`. The other two give every sample the same value, so
+    that the average over samples is the integrated acquisition of Snoek,
+    Larochelle and Adams (2012, "Practical Bayesian optimization of machine
+    learning algorithms", eq. (5)) against one incumbent for all hyperparameters:
+    ``"marginal"`` the largest posterior mean of the mixture over the samples at
+    the observed target inputs, ``"observed"`` the best observed target value
+    itself (that paper's ``f(x_best)``, for nearly noise-free observations).
+    Computed once per evaluation instead of once per call; None when ``best_f``
+    is given.
 
     Raises:
         ValueError: for an unknown ``incumbent``.
@@ -212,6 +221,8 @@ def prepare_incumbents(key: Any, posterior: Posterior, **options: Any) -> Any:
         return None
     if incumbent == "marginal":
         return _marginal_incumbent(posterior)
+    if incumbent == "observed":
+        return _observed_incumbent(posterior)
     return _per_sample_incumbent(posterior, best_observed_mean)
 
 

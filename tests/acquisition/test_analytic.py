@@ -318,3 +318,16 @@ def test_marginal_incumbent_is_the_best_mixture_mean_for_every_sample():
         )
     with pytest.raises(ValueError, match="incumbent must be one of.*'best'"):
         evaluate(ei, posterior, CANDIDATES, incumbent="best")
+
+
+def test_observed_incumbent_is_the_best_observed_value_for_every_sample():
+    # padded rows (y = 0) lie above every observed value: the mask must hold
+    data = ppbo.Dataset(np.asarray(X_OBS), np.array([-0.4, -0.2, -0.9]))
+    samples = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in SAMPLES.items()}
+    posterior = ppbo.Posterior(FAKE, samples, data, method="fake")
+    for acq in (pi, ei, log_ei):
+        np.testing.assert_allclose(
+            per_sample(acq, posterior, CANDIDATES, incumbent="observed"),
+            per_sample(acq, posterior, CANDIDATES, best_f=-0.2),
+            rtol=1e-13,
+        )
