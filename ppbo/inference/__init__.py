@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import jax
 
+from ppbo._memory import release_compiled_code_if_crowded
 from ppbo.data import Dataset
 from ppbo.inference.fixed import Fixed
 from ppbo.inference.map import MAP
@@ -58,6 +59,11 @@ def fit(
         init: previous posterior of the same surrogate; MCMC backends warm-start
             their positions and adaptation from it.
 
+    A process that holds more than half of the kernel's memory-map cap
+    (``vm.max_map_count`` on Linux; every compiled program holds a few maps)
+    clears JAX's caches first, so that long notebooks and sweeps that compile
+    many buckets and campaigns do not fail to compile (``ppbo._memory``).
+
     Returns:
         A :class:`~ppbo.Posterior`.
 
@@ -90,6 +96,9 @@ def fit(
         )
     if surrogate.check_data is not None:
         surrogate.check_data(data)
+    # a process that has compiled many buckets or campaigns drops their programs
+    # before the kernel's memory-map cap makes the next compilation fail
+    release_compiled_code_if_crowded()
     if init is not None and isinstance(inference, (NUTS, Slice, SGHMC)):
         return inference.fit(key, surrogate, data, init=init)
     return inference.fit(key, surrogate, data)
