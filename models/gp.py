@@ -203,11 +203,11 @@ class _Config:
 
 
 def _prior(config: _Config, name: str, d: int) -> dist.Distribution:
-    named = DEFAULT_LENGTHSCALE_PRIOR if config.lengthscale_prior == SAAS else None
-    prior = (
-        config.priors.get(name)
-        or default_priors(d, named or config.lengthscale_prior)[name]
-    )
+    # the SAAS lengthscale is sampled in _model; its other sites are the default's
+    named = config.lengthscale_prior
+    if named == SAAS:
+        named = DEFAULT_LENGTHSCALE_PRIOR
+    prior = config.priors.get(name) or default_priors(d, named)[name]
     if name in _VECTOR_SITES and prior.event_shape == ():
         prior = prior.expand([d]).to_event(1)
     return prior
