@@ -115,3 +115,52 @@ def test_laplace_posterior_mean_is_the_mode_prediction_exactly(num_samples):
     # (here > 1e-2); antithetic draws leave round-off only.
     np.testing.assert_allclose(mean, expected, atol=1e-9)
     assert np.all(np.asarray(var) > 0)
+
+
+def test_the_map_objective_is_the_posterior_density_of_the_log_hyperparameters():
+    """The Laplace fit maximises the density of the LOG scales (MacKay 1998).
+
+    Reference: the criterion plus each site's log prior density written in
+    closed form for the variable L-BFGS moves, z = log x: under ``LogNormal(mu,
+    s)`` z is ``Normal(mu, s)``, under ``Gamma(a, b)`` its density is the
+    Gamma density at ``e^z`` times ``e^z``; the mean is not transformed.
+    """
+    from scipy import stats
+
+    data = _bimodal_data()
+    for anchor_noise in (_noise, None):
+        surrogate = pgp.surrogate("rbf", beta=0.5, anchor_noise=anchor_noise)
+        config = surrogate.extras["config"]
+        names = pgp._hyper_names(config)
+        z = np.array([-1.3, 0.4, -0.2, -2.5, -3.0][: len(names)])
+        value, grad = pgp._negative_log_posterior(jnp.asarray(z), data, config, 20)
+        params = pgp._unpack(jnp.asarray(z), names, 1)
+        expected = float(
+            pgp.criterion(
+                params, data, beta=0.5, kernel="rbf", anchor_noise=anchor_noise
+            )
+        )
+        expected += stats.gamma(2.4, scale=1 / 2.7).logpdf(np.exp(z[0])) + z[0]
+        expected += stats.norm(np.log(4.0) - 2.0, np.sqrt(3.0)).logpdf(z[1])
+        expected += stats.norm(0.0, 1.0).logpdf(z[2])
+        expected += stats.norm(-2.0, 1.0).logpdf(z[3])
+        if anchor_noise is None:
+            expected += stats.norm(-4.0, 1.0).logpdf(z[4])
+        np.testing.assert_allclose(-float(value), expected, rtol=1e-10)
+        assert np.isfinite(np.asarray(grad)).all()
+
+
+def test_weak_data_leave_the_fitted_scales_at_the_prior_medians():
+    """Two points and one duel say almost nothing about the scales: the fitted
+    outputscale and probit noise stay within a factor e of the log-normal
+    priors' medians (0.54 and 0.135), not at their modes e^(mu - s^2) (0.027
+    and 0.050), where a MAP of the scales themselves puts them."""
+    data = ppbo.Dataset([[0.2], [0.8]], [0.0, 0.0], duels=[[0, 1]])
+    surrogate = pgp.surrogate("rbf", beta=1.0)
+    posterior = ppbo.fit(
+        surrogate, data, pgp.Laplace(num_samples=2, num_restarts=2), jax.random.key(0)
+    )
+    outputscale = float(posterior.samples["outputscale"][0])
+    noise = float(posterior.samples["preference_noise"][0])
+    assert abs(np.log(outputscale) - np.log(0.541)) < 1.0, outputscale
+    assert abs(np.log(noise) - (-2.0)) < 1.0, noise
