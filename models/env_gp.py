@@ -83,6 +83,7 @@ from ppbo.surrogate import Surrogate
 __all__ = [
     "surrogate",
     "VARIANTS",
+    "LIKELIHOODS",
     "source_posterior",
     "inverse_gamma_update",
     "mode_source_noise",
@@ -90,6 +91,9 @@ __all__ = [
 
 #: Ways of setting the source noise accepted by :func:`surrogate`.
 VARIANTS = ("mode", "bayes")
+
+#: Likelihoods the sites can be fitted by (:func:`surrogate`'s ``likelihood``).
+LIKELIHOODS = ("target", "conditional", "joint")
 
 _VECTOR_SITES = ("lengthscale", "mean_weights")
 
@@ -254,6 +258,7 @@ class _Config:
     tau0: float
     upsilon0: float
     lengthscale_prior: str = DEFAULT_LENGTHSCALE_PRIOR
+    likelihood: str = "target"
 
 
 def _prior(config: _Config, name: str, d: int) -> dist.Distribution:
@@ -386,9 +391,21 @@ def _model(data: Dataset, *, config: _Config) -> None:
         params["source_noise"] = numpyro.sample(
             "source_noise", _prior(config, "source_noise", d)
         )
-    K = _covariance(config, params, data, jnp.linalg.cholesky)
     loc = mean_function(config.mean, params, data.X)
+    if config.likelihood == "target":
+        # the target rows' own marginal likelihood: no source noise enters it
+        target = build_kernel(config.kernel, params).matrix(data.X, data.X)
+        target = target + (params["noise"] + JITTER) * jnp.eye(data.capacity)
+        rows = MaskedMultivariateNormal(loc, target, data.target_mask)
+        numpyro.sample("y", rows, obs=data.y)
+        return
+    K = _covariance(config, params, data, jnp.linalg.cholesky)
     numpyro.sample("y", MaskedMultivariateNormal(loc, K, data.mask), obs=data.y)
+    if config.likelihood == "conditional":
+        # p(y_T | y_S) = p(y_S, y_T) / p(y_S): the sources' own evidence removed
+        source_rows = data.mask & (data.source >= 0)
+        evidence = MaskedMultivariateNormal(loc, K, source_rows).log_prob(data.y)
+        numpyro.factor("source_evidence", -evidence)
 
 
 def _prepare(params, data: Dataset, *, config: _Config) -> dict[str, jax.Array]:
@@ -465,6 +482,7 @@ def surrogate(
     upsilon0: float = 0.3,
     priors: Mapping[str, dist.Distribution] | None = None,
     lengthscale_prior: str = DEFAULT_LENGTHSCALE_PRIOR,
+    likelihood: str | None = None,
 ) -> Surrogate:
     """Build the Env-GP transfer surrogate (Joy et al. 2019).
 
@@ -485,6 +503,16 @@ def surrogate(
         priors: site name -> NumPyro distribution replacing a default prior
             (``source_noise`` only with ``variant="bayes"``).
         lengthscale_prior: a name in :data:`ppbo.models.gp.LENGTHSCALE_PRIORS`.
+        likelihood: what the sites are fitted to (the predictive always
+            conditions on every row). ``"target"`` (default for ``"mode"``): the
+            target rows' own marginal likelihood, so the sources shape the
+            prediction but not the kernel; ``"conditional"`` (default for
+            ``"bayes"``): ``p(y_T | y_S)``, the joint likelihood divided by the
+            sources' evidence, which identifies ``source_noise`` by how well the
+            sources predict the target; ``"joint"``: ``p(y_S, y_T)``. With many
+            source rows the joint fit bends the shared kernel to the sources (on
+            unrelated sources a lengthscale of 0.015 and a target that EI cannot
+            optimise; ``benchmarks/README.md``).
 
     Returns:
         A :class:`ppbo.Surrogate` whose ``predict(params, data, X, cache)`` gives
@@ -527,6 +555,17 @@ def surrogate(
     num_sources = check_num_sources(num_sources)
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if likelihood is None:
+        likelihood = "target" if variant == "mode" else "conditional"
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(
+            f"likelihood must be one of {LIKELIHOODS}, got likelihood={likelihood!r}"
+        )
+    if variant == "bayes" and likelihood == "target":
+        raise ValueError(
+            "likelihood='target' leaves the bayes variant's source_noise to its "
+            "prior; use 'conditional' or 'joint'"
+        )
     _check_common(kernel, mean)
     known = set(default_priors(1, lengthscale_prior))
     if variant == "bayes":
@@ -541,6 +580,7 @@ def surrogate(
         tau0=_positive("tau0", tau0),
         upsilon0=_positive("upsilon0", upsilon0),
         lengthscale_prior=lengthscale_prior,
+        likelihood=likelihood,
     )
     kernel_name = (
         kernel if isinstance(kernel, str) else getattr(kernel, "__name__", "custom")

@@ -110,12 +110,18 @@ def _forest(
 
 
 def _env_gp(
-    num_sources: int = 1, variant: str = "mode", kernel: str = "matern52"
+    num_sources: int = 1,
+    variant: str = "mode",
+    kernel: str = "matern52",
+    likelihood: str | None = None,
 ) -> Surrogate:
     from ppbo.models import env_gp
 
     return env_gp.surrogate(
-        num_sources=int(num_sources), variant=variant, kernel=kernel
+        num_sources=int(num_sources),
+        variant=variant,
+        kernel=kernel,
+        likelihood=likelihood,
     )
 
 
@@ -166,7 +172,10 @@ SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
         {"num_tasks": 1, "width": 50, "depth": 3, "num_steps": 1000, "num_sources": 0},
     ),
     "forest": (_forest, {"num_trees": 32, "kind": "random_forest", "columns": None}),
-    "env_gp": (_env_gp, {"num_sources": 1, "variant": "mode", "kernel": "matern52"}),
+    "env_gp": (
+        _env_gp,
+        {"num_sources": 1, "variant": "mode", "kernel": "matern52", "likelihood": None},
+    ),
     "diff_gp": (
         _diff_gp,
         {"num_sources": 1, "prediction": "augmented", "kernel": "matern52"},

@@ -130,12 +130,57 @@ def test_prediction_is_the_dense_gp_with_source_noise(surrogate):
     joint_mean, joint = surrogate.predict_joint(sample, data, X_TEST, cache)
     np.testing.assert_allclose(joint_mean, mu, rtol=0, atol=1e-8)
     np.testing.assert_allclose(joint, cov, rtol=0, atol=1e-8)
-    # the observation site is the exact Gaussian marginal likelihood of all rows
-    model = handlers.substitute(surrogate.model, sample)
-    site = handlers.trace(model).get_trace(data)["y"]
+
+
+@pytest.mark.parametrize(
+    "variant, likelihood",
+    [
+        ("mode", None),
+        ("mode", "joint"),
+        ("mode", "conditional"),
+        ("bayes", None),
+        ("bayes", "joint"),
+    ],
+)
+def test_fitted_likelihood_is_the_dense_gaussian_density(variant, likelihood):
+    """The model's data term is the dense Gaussian density the option names:
+    the target rows alone, all rows, or the target given the sources (the
+    joint density minus the sources' own marginal)."""
+    surrogate = env_gp.surrogate(num_sources=2, variant=variant, likelihood=likelihood)
+    X, y, source, data = make_data()
+    params = PARAMS | {"source_noise": np.array([0.02, 0.7])}
+    if variant == "mode":
+        params = PARAMS
+    sample = first(fixed(surrogate, params, data).samples)
+    s2 = surrogate.extras["source_noise"](sample, data)
+    row_noise = PARAMS["noise"] + JITTER + np.where(source >= 0, s2[source], 0.0)
     K = kernel(X, X) + np.diag(row_noise)
-    expected = stats.multivariate_normal(np.full(len(y), PARAMS["mean"]), K).logpdf(y)
-    np.testing.assert_allclose(site["fn"].log_prob(data.y), expected, rtol=1e-10)
+    mean = np.full(len(y), PARAMS["mean"])
+
+    def log_pdf(rows):
+        gauss = stats.multivariate_normal(mean[rows], K[np.ix_(rows, rows)])
+        return gauss.logpdf(y[rows])
+
+    everything, sources = np.ones(len(y), bool), source >= 0
+    expected = {
+        "target": log_pdf(source == -1),
+        "joint": log_pdf(everything),
+        "conditional": log_pdf(everything) - log_pdf(sources),
+    }[likelihood or ("target" if variant == "mode" else "conditional")]
+    trace = handlers.trace(handlers.substitute(surrogate.model, sample)).get_trace(data)
+    got = sum(
+        site["fn"].log_prob(site["value"]).sum()
+        for site in trace.values()
+        if site["type"] == "sample" and site["is_observed"]
+    )
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+
+
+def test_likelihood_option_is_checked():
+    with pytest.raises(ValueError, match="likelihood='whole'"):
+        env_gp.surrogate(likelihood="whole")
+    with pytest.raises(ValueError, match="source_noise to its prior"):
+        env_gp.surrogate(variant="bayes", likelihood="target")
 
 
 def test_infinite_source_noise_gives_the_target_only_gp():
@@ -214,6 +259,7 @@ def test_registry_entry():
         "num_sources": 2,
         "variant": "mode",
         "kernel": "matern52",
+        "likelihood": None,
     }
     assert surrogate.name == "env_gp(matern52, K=2, mode)"
     bayes, _ = resolve_surrogate({"name": "env_gp", "variant": "bayes"})
