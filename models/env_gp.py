@@ -77,7 +77,11 @@ from ppbo.models.gp import (
     mean_function,
 )
 from ppbo.models.kernels import KERNELS, Kernel
-from ppbo.models.sources import check_num_sources, check_sources
+from ppbo.models.sources import (
+    check_num_sources,
+    check_sources,
+    condition_on_sources,
+)
 from ppbo.surrogate import Surrogate
 
 __all__ = [
@@ -402,10 +406,7 @@ def _model(data: Dataset, *, config: _Config) -> None:
     K = _covariance(config, params, data, jnp.linalg.cholesky)
     numpyro.sample("y", MaskedMultivariateNormal(loc, K, data.mask), obs=data.y)
     if config.likelihood == "conditional":
-        # p(y_T | y_S) = p(y_S, y_T) / p(y_S): the sources' own evidence removed
-        source_rows = data.mask & (data.source >= 0)
-        evidence = MaskedMultivariateNormal(loc, K, source_rows).log_prob(data.y)
-        numpyro.factor("source_evidence", -evidence)
+        condition_on_sources(loc, K, data)
 
 
 def _prepare(params, data: Dataset, *, config: _Config) -> dict[str, jax.Array]:

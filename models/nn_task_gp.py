@@ -63,7 +63,12 @@ from ppbo.models import gp
 from ppbo.models.gaussian import MaskedMultivariateNormal, masked_covariance
 from ppbo.models.gp import JITTER
 from ppbo.models.kernels import KERNELS
-from ppbo.models.sources import check_num_sources, check_sources
+from ppbo.models.sources import (
+    LIKELIHOODS,
+    check_num_sources,
+    check_sources,
+    condition_on_sources,
+)
 from ppbo.surrogate import Surrogate
 
 __all__ = ["surrogate", "neighbour_overlap", "task_kernel", "PRIOR_SITES"]
@@ -142,6 +147,7 @@ class _Config:
     overlap: np.ndarray  # (K + 1, K + 1)
     kernel: str
     priors: Mapping[str, dist.Distribution]
+    likelihood: str = "conditional"
 
 
 def _default_prior(name: str, d: int) -> dist.Distribution:
@@ -183,6 +189,8 @@ def _model(data: Dataset, *, config: _Config) -> None:
     K = _covariance(config, params, data)
     loc = jnp.full(data.capacity, params["mean"])
     numpyro.sample("y", MaskedMultivariateNormal(loc, K, data.mask), obs=data.y)
+    if config.likelihood == "conditional":
+        condition_on_sources(loc, K, data)
 
 
 def _prepare(params, data: Dataset, *, config: _Config) -> dict[str, jax.Array]:
@@ -222,6 +230,7 @@ def surrogate(
     num_neighbours: int = 3,
     kernel: str = "rbf",
     priors: Mapping[str, dist.Distribution] | None = None,
+    likelihood: str = "conditional",
 ) -> Surrogate:
     """Build the GP with the nearest-neighbour task kernel (Yogatama and Mann 2014).
 
@@ -236,6 +245,14 @@ def surrogate(
         kernel: the within-task input kernel; the paper's is ``"rbf"``
             (squared-exponential); ``"matern52"`` etc. are accepted.
         priors: site name -> NumPyro distribution (sites in :data:`PRIOR_SITES`).
+        likelihood: what the sites are fitted to (the predictive always
+            conditions on every row): ``"conditional"`` (default), ``p(y_T |
+            y_S)`` (:func:`ppbo.models.sources.condition_on_sources`), so the
+            shared lengthscale and ``task_weight`` are judged by how well the
+            target is predicted; ``"joint"``, ``p(y_S, y_T)``, the paper's
+            marginal likelihood of all tasks, which lets hundreds of source rows
+            set the lengthscale the target is predicted with
+            (``benchmarks/README.md``).
 
     Returns:
         A :class:`ppbo.Surrogate` predicting the TARGET task's latent mean and
@@ -282,8 +299,16 @@ def surrogate(
             raise ValueError(
                 f"priors[{name!r}] must be a numpyro Distribution, got {prior!r}"
             )
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(
+            f"likelihood must be one of {LIKELIHOODS}, got likelihood={likelihood!r}"
+        )
     config = _Config(
-        num_sources=num_sources, overlap=overlap, kernel=kernel, priors=priors
+        num_sources=num_sources,
+        overlap=overlap,
+        kernel=kernel,
+        priors=priors,
+        likelihood=likelihood,
     )
     return Surrogate(
         model=partial(_model, config=config),

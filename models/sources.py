@@ -15,10 +15,22 @@ import numbers
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
 
 from ppbo.data import Dataset
+from ppbo.models.gaussian import MaskedMultivariateNormal
 
-__all__ = ["check_sources", "check_num_sources", "source_masks"]
+__all__ = [
+    "check_sources",
+    "check_num_sources",
+    "source_masks",
+    "condition_on_sources",
+    "LIKELIHOODS",
+]
+
+#: What a transfer GP's sites can be fitted to (its ``likelihood`` option):
+#: ``p(y_T | y_S)`` or ``p(y_S, y_T)``.
+LIKELIHOODS = ("conditional", "joint")
 
 
 def check_sources(data: Dataset, num_sources: int) -> None:
@@ -88,3 +100,35 @@ def check_num_sources(num_sources) -> int:
     if not integral or num_sources < 1:
         raise ValueError(f"num_sources must be an integer >= 1, got {num_sources!r}")
     return int(num_sources)
+
+
+def condition_on_sources(loc: jax.Array, K: jax.Array, data: Dataset) -> None:
+    """Turn a model's joint data site into ``p(y_T | y_S)``: subtract ``log p(y_S)``.
+
+    Called inside a NumPyro model after the site that observes every row with
+    ``MaskedMultivariateNormal(loc, K, data.mask)``, it adds the factor
+    ``-log N(y_S; loc_S, K_SS)`` (the source rows' own marginal), so the model's
+    density is the conditional density of the target rows given the source rows
+    (``p(y_S, y_T) / p(y_S)``). Sites fitted to it are judged by how well the
+    sources and the target's own rows predict the target, not by how well they
+    explain the many source rows: with hundreds of source rows beside a few
+    target rows, the joint density fits the shared kernel to the sources.
+
+    Args:
+        loc: prior mean of the rows (n,).
+        K: covariance of the rows' observations (n, n).
+        data: padded observations with ``data.source``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from numpyro import handlers
+        >>> jax.config.update("jax_enable_x64", True)
+        >>> data = Dataset([[0.1], [0.2]], [1.0, -1.0], source=[0, -1], capacity=2)
+        >>> model = lambda: condition_on_sources(jnp.zeros(2), jnp.eye(2), data)
+        >>> site = handlers.trace(model).get_trace()["source_evidence"]
+        >>> round(float(site["fn"].log_prob(site["value"])), 4)  # -log N(1; 0, 1)
+        1.4189
+    """
+    source_rows = data.mask & (data.source >= 0)
+    evidence = MaskedMultivariateNormal(loc, K, source_rows).log_prob(data.y)
+    numpyro.factor("source_evidence", -evidence)

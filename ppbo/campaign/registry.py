@@ -195,6 +195,7 @@ def _nn_task_gp(
     meta_features: Any = None,
     num_neighbours: int = 3,
     kernel: str = "rbf",
+    likelihood: str = "conditional",
 ) -> Surrogate:
     from ppbo.models import nn_task_gp
 
@@ -203,6 +204,7 @@ def _nn_task_gp(
         meta_features=meta_features,
         num_neighbours=int(num_neighbours),
         kernel=kernel,
+        likelihood=likelihood,
     )
 
 
@@ -237,7 +239,13 @@ def _metabo_gp(
 SURROGATES["bhgp"] = (_bhgp, {"num_sources": 1, "kernel": "matern52"})
 SURROGATES["nn_task_gp"] = (
     _nn_task_gp,
-    {"num_sources": 1, "meta_features": None, "num_neighbours": 3, "kernel": "rbf"},
+    {
+        "num_sources": 1,
+        "meta_features": None,
+        "num_neighbours": 3,
+        "kernel": "rbf",
+        "likelihood": "conditional",
+    },
 )
 SURROGATES["rgpe"] = (
     _rgpe,

@@ -93,6 +93,39 @@ def test_predict_matches_dense_gp_and_kernel_is_psd():
     np.testing.assert_allclose(var[0], np.diag(ref_cov), rtol=1e-7, atol=1e-10)
 
 
+@pytest.mark.parametrize("likelihood", ["conditional", "joint"])
+def test_model_density_is_the_dense_joint_or_conditional(likelihood):
+    """The data term is log N(y; m, K + noise) over all rows ("joint"), or that
+    minus the source rows' own marginal ("conditional": log p(y_T | y_S))."""
+    from numpyro import handlers
+    from scipy import stats
+
+    rng = np.random.default_rng(1)
+    data, (X, y, source) = make_data(rng)
+    tasks = np.where(source < 0, K, source)
+    noise = np.where(source < 0, PARAMS["noise"], PARAMS["source_noise"]) + gp.JITTER
+    C = dense_kernel(PARAMS, X, tasks, X, tasks) + np.diag(noise)
+
+    def log_pdf(rows):
+        gauss = stats.multivariate_normal(np.full(rows.sum(), 0.1), C[rows][:, rows])
+        return gauss.logpdf(y[rows])
+
+    expected = log_pdf(np.ones(len(y), bool))
+    if likelihood == "conditional":
+        expected -= log_pdf(source >= 0)
+    s = nn_task_gp.surrogate(
+        num_sources=K, meta_features=META, num_neighbours=2, likelihood=likelihood
+    )
+    model = handlers.substitute(s.model, PARAMS)
+    trace = handlers.trace(model).get_trace(data)
+    got = sum(
+        site["fn"].log_prob(site["value"]).sum()
+        for site in trace.values()
+        if site["type"] == "sample" and site["is_observed"]
+    )
+    np.testing.assert_allclose(got, expected, rtol=1e-9)
+
+
 def test_without_meta_features_every_task_is_a_neighbour():
     s = nn_task_gp.surrogate(num_sources=2)
     np.testing.assert_array_equal(s.extras["overlap"], np.ones((3, 3)))
@@ -105,6 +138,7 @@ def test_without_meta_features_every_task_is_a_neighbour():
         ({"num_sources": 1, "meta_features": [[0.0], [np.nan]]}, "finite"),
         ({"num_sources": 1, "num_neighbours": 0}, "num_neighbours"),
         ({"num_sources": 1, "kernel": "linear"}, "kernel"),
+        ({"num_sources": 1, "likelihood": "target"}, "likelihood='target'"),
     ],
 )
 def test_bad_options_are_named(kwargs, match):
