@@ -195,7 +195,7 @@ def _nn_task_gp(
     meta_features: Any = None,
     num_neighbours: int = 3,
     kernel: str = "rbf",
-    likelihood: str = "conditional",
+    likelihood: str = "joint",
 ) -> Surrogate:
     from ppbo.models import nn_task_gp
 
@@ -244,7 +244,7 @@ SURROGATES["nn_task_gp"] = (
         "meta_features": None,
         "num_neighbours": 3,
         "kernel": "rbf",
-        "likelihood": "conditional",
+        "likelihood": "joint",
     },
 )
 SURROGATES["rgpe"] = (
