@@ -507,13 +507,15 @@ def surrogate(
         likelihood: what the sites are fitted to (the predictive always
             conditions on every row). ``"target"`` (default for ``"mode"``): the
             target rows' own marginal likelihood, so the sources shape the
-            prediction but not the kernel; ``"conditional"`` (default for
-            ``"bayes"``): ``p(y_T | y_S)``, the joint likelihood divided by the
-            sources' evidence, which identifies ``source_noise`` by how well the
-            sources predict the target; ``"joint"``: ``p(y_S, y_T)``. With many
-            source rows the joint fit bends the shared kernel to the sources (on
-            unrelated sources a lengthscale of 0.015 and a target that EI cannot
-            optimise; ``benchmarks/README.md``).
+            prediction but not the kernel; ``"joint"`` (default for ``"bayes"``):
+            ``p(y_S, y_T)``; ``"conditional"``: ``p(y_T | y_S)``, the joint
+            likelihood divided by the sources' evidence, which judges
+            ``source_noise`` by how well the sources predict the target. With
+            many source rows the joint fit bends the shared kernel to the
+            sources (on unrelated sources a lengthscale of 0.015 and a target
+            that EI cannot optimise; ``benchmarks/README.md``). The bayes
+            variant cannot use ``"target"`` (its ``source_noise`` would be left
+            to the prior), and neither of its fits is good on the benchmark.
 
     Returns:
         A :class:`ppbo.Surrogate` whose ``predict(params, data, X, cache)`` gives
@@ -557,7 +559,7 @@ def surrogate(
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if likelihood is None:
-        likelihood = "target" if variant == "mode" else "conditional"
+        likelihood = "target" if variant == "mode" else "joint"
     if likelihood not in LIKELIHOODS:
         raise ValueError(
             f"likelihood must be one of {LIKELIHOODS}, got likelihood={likelihood!r}"

@@ -139,7 +139,7 @@ def test_prediction_is_the_dense_gp_with_source_noise(surrogate):
         ("mode", "joint"),
         ("mode", "conditional"),
         ("bayes", None),
-        ("bayes", "joint"),
+        ("bayes", "conditional"),
     ],
 )
 def test_fitted_likelihood_is_the_dense_gaussian_density(variant, likelihood):
@@ -166,7 +166,7 @@ def test_fitted_likelihood_is_the_dense_gaussian_density(variant, likelihood):
         "target": log_pdf(source == -1),
         "joint": log_pdf(everything),
         "conditional": log_pdf(everything) - log_pdf(sources),
-    }[likelihood or ("target" if variant == "mode" else "conditional")]
+    }[likelihood or ("target" if variant == "mode" else "joint")]
     trace = handlers.trace(handlers.substitute(surrogate.model, sample)).get_trace(data)
     got = sum(
         site["fn"].log_prob(site["value"]).sum()
