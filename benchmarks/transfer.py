@@ -13,7 +13,8 @@ Methods (``--methods``; a method whose surrogate is not in
 :data:`ppbo.campaign.registry.SURROGATES` is listed as "not available"): the
 no-transfer GP (``gp``, no sources), the ICM multi-task GP (``multitask_gp``),
 ``miso_gp``, ``nn_task_gp``, ``bhgp``, Env-GP with the posterior-mode source noise
-(``env_gp_mode``) and fully Bayesian by NUTS (``env_gp_bayes``), ``diff_gp``,
+(``env_gp_mode``; ``env_gp_mode_joint`` fitted to every row instead of the
+target's) and fully Bayesian by NUTS (``env_gp_bayes``), ``diff_gp``,
 bandit source selection with Env-GP (``bandit_env_gp``), ``metabo_gp`` and
 ``rgpe``; ``gp_warm`` and ``multitask_gp_warm`` are the GP and the ICM GP whose
 3-point design is the warm start of Feurer et al. (2015)
@@ -63,6 +64,8 @@ METHODS: dict[str, dict] = {
     "nn_task_gp": {"surrogate": "nn_task_gp"},
     "bhgp": {"surrogate": "bhgp"},
     "env_gp_mode": {"surrogate": ENV_MODE},
+    # Env-GP fitted to all rows (its default before the target-rows fit)
+    "env_gp_mode_joint": {"surrogate": ENV_MODE | {"likelihood": "joint"}},
     "env_gp_bayes": {
         "surrogate": {"name": "env_gp", "variant": "bayes"},
         "inference": {"name": "NUTS", "options": {"num_warmup": 64, "num_samples": 64}},
