@@ -62,7 +62,10 @@ def _dense_log_likelihood(theta, X, y, source):
 
 def test_mode_likelihood_gradient_matches_finite_differences():
     data, X, y, source = _data()
-    model = env_gp.surrogate(3, "mode", tau0=TAU0, upsilon0=UPSILON0).model
+    # the joint fit: the source noise (a function of the sites) enters the likelihood
+    model = env_gp.surrogate(
+        3, "mode", tau0=TAU0, upsilon0=UPSILON0, likelihood="joint"
+    ).model
     theta = np.array([np.log(0.4), np.log(0.7), np.log(1.3), np.log(2e-2), 0.15])
 
     def log_likelihood(theta):
