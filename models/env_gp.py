@@ -399,7 +399,7 @@ def _model(data: Dataset, *, config: _Config) -> None:
     if config.likelihood == "target":
         # the target rows' own marginal likelihood: no source noise enters it
         target = build_kernel(config.kernel, params).matrix(data.X, data.X)
-        target = target + (params["noise"] + JITTER) * jnp.eye(data.capacity)
+        target = target + jnp.diag(_noise(params, data.X))
         rows = MaskedMultivariateNormal(loc, target, data.target_mask)
         numpyro.sample("y", rows, obs=data.y)
         return

@@ -129,6 +129,6 @@ def condition_on_sources(loc: jax.Array, K: jax.Array, data: Dataset) -> None:
         >>> round(float(site["fn"].log_prob(site["value"])), 4)  # -log N(1; 0, 1)
         1.4189
     """
-    source_rows = data.mask & (data.source >= 0)
+    source_rows, _ = source_masks(data)
     evidence = MaskedMultivariateNormal(loc, K, source_rows).log_prob(data.y)
     numpyro.factor("source_evidence", -evidence)
