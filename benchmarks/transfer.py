@@ -61,6 +61,9 @@ METHODS: dict[str, dict] = {
     "gp": {"surrogate": "gp", "sources": False},
     "multitask_gp": {"surrogate": "multitask_gp"},
     "miso_gp": {"surrogate": "miso_gp"},
+    "miso_gp_conditional": {
+        "surrogate": {"name": "miso_gp", "likelihood": "conditional"}
+    },
     "nn_task_gp": {"surrogate": "nn_task_gp"},
     "bhgp": {"surrogate": "bhgp"},
     "env_gp_mode": {"surrogate": ENV_MODE},

@@ -60,7 +60,12 @@ from ppbo.models.gp import (
     mean_function,
 )
 from ppbo.models.kernels import KERNELS, Kernel
-from ppbo.models.sources import check_num_sources, check_sources
+from ppbo.models.sources import (
+    LIKELIHOODS,
+    check_num_sources,
+    check_sources,
+    condition_on_sources,
+)
 from ppbo.surrogate import Surrogate
 
 __all__ = ["surrogate", "data_covariance", "NEW_SITES"]
@@ -76,6 +81,7 @@ class _Config:
     mean: str
     priors: Mapping[str, dist.Distribution]
     lengthscale_prior: str = DEFAULT_LENGTHSCALE_PRIOR
+    likelihood: str = "joint"
 
 
 def _prior(config: _Config, name: str, d: int) -> dist.Distribution:
@@ -145,6 +151,8 @@ def _model(data: Dataset, *, config: _Config) -> None:
     K = data_covariance(params, data.X, data.source, config.kernel)
     loc = mean_function(config.mean, params, data.X)
     numpyro.sample("y", MaskedMultivariateNormal(loc, K, data.mask), obs=data.y)
+    if config.likelihood == "conditional":
+        condition_on_sources(loc, K, data)
 
 
 def _prepare(params, data: Dataset, *, config: _Config) -> dict[str, jax.Array]:
@@ -160,6 +168,7 @@ def surrogate(
     mean: str = "constant",
     priors: Mapping[str, dist.Distribution] | None = None,
     lengthscale_prior: str = DEFAULT_LENGTHSCALE_PRIOR,
+    likelihood: str = "joint",
 ) -> Surrogate:
     """Build the MISO-style bias surrogate (Poloczek et al. 2017).
 
@@ -173,6 +182,13 @@ def surrogate(
             priors are broadcast to the site's shape.
         lengthscale_prior: a name in :data:`ppbo.models.gp.LENGTHSCALE_PRIORS`
             (also the default prior of ``bias_lengthscale``).
+        likelihood: what the sites are fitted to (the predictive always
+            conditions on every row): ``"joint"``, ``p(y_S, y_T)``, the model's
+            marginal likelihood of all rows, or ``"conditional"``, ``p(y_T | y_S)``
+            (the joint divided by the sources' own evidence), which judges the
+            shared kernel and the biases by how well the sources predict the
+            target rather than by how well the shared ``f_T`` explains the many
+            source rows.
 
     Returns:
         A :class:`ppbo.Surrogate` whose ``predict`` gives the TARGET latent mean
@@ -212,6 +228,10 @@ def surrogate(
     """
     num_sources = check_num_sources(num_sources)
     _check_common(kernel, mean)
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(
+            f"likelihood must be one of {LIKELIHOODS}, got likelihood={likelihood!r}"
+        )
     known = set(default_priors(1, lengthscale_prior)) | set(NEW_SITES)
     priors = _check_priors(priors, known)
     config = _Config(
@@ -220,6 +240,7 @@ def surrogate(
         mean=mean,
         priors=priors,
         lengthscale_prior=lengthscale_prior,
+        likelihood=likelihood,
     )
     kernel_name = (
         kernel if isinstance(kernel, str) else getattr(kernel, "__name__", "custom")

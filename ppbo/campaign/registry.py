@@ -135,10 +135,14 @@ def _diff_gp(
     )
 
 
-def _miso_gp(num_sources: int = 1, kernel: str = "matern52") -> Surrogate:
+def _miso_gp(
+    num_sources: int = 1, kernel: str = "matern52", likelihood: str = "joint"
+) -> Surrogate:
     from ppbo.models import miso_gp
 
-    return miso_gp.surrogate(num_sources=int(num_sources), kernel=kernel)
+    return miso_gp.surrogate(
+        num_sources=int(num_sources), kernel=kernel, likelihood=likelihood
+    )
 
 
 #: Surrogate name -> (builder, default options). ``"gp-<kernel>"`` is the GP with
@@ -180,7 +184,10 @@ SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
         _diff_gp,
         {"num_sources": 1, "prediction": "augmented", "kernel": "matern52"},
     ),
-    "miso_gp": (_miso_gp, {"num_sources": 1, "kernel": "matern52"}),
+    "miso_gp": (
+        _miso_gp,
+        {"num_sources": 1, "kernel": "matern52", "likelihood": "joint"},
+    ),
 }
 
 

@@ -12,6 +12,7 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from _observed_density import observed_log_density  # noqa: E402
 from numpyro import handlers  # noqa: E402
 from scipy import stats  # noqa: E402
 
@@ -114,6 +115,27 @@ def test_prediction_and_likelihood_match_dense_gp_algebra():
     np.testing.assert_allclose(site["fn"].log_prob(data.y), expected, rtol=1e-10)
 
 
+@pytest.mark.parametrize("likelihood", ["conditional", "joint"])
+def test_model_density_is_the_dense_joint_or_conditional(likelihood):
+    """The data term is log N(y; m, K) over all rows ("joint"), or that minus the
+    source rows' own marginal ("conditional": log p(y_T | y_S))."""
+    X, y, source, data = make_data()
+    K = dense_covariance(X, source)
+
+    def log_pdf(rows):
+        gauss = stats.multivariate_normal(
+            np.full(rows.sum(), PARAMS["mean"]), K[rows][:, rows]
+        )
+        return gauss.logpdf(y[rows])
+
+    expected = log_pdf(np.ones(len(y), bool))
+    if likelihood == "conditional":
+        expected -= log_pdf(source >= 0)
+    s = miso_gp.surrogate(num_sources=2, likelihood=likelihood)
+    got = observed_log_density(s.model, PARAMS, data)
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+
+
 def test_no_bias_and_equal_noise_is_the_pooled_gp():
     X, y, _, data = make_data()
     params = PARAMS | {
@@ -144,11 +166,18 @@ def test_data_checks_and_bad_arguments():
         miso_gp.surrogate(num_sources=True)
     with pytest.raises(ValueError, match="bias_variance"):
         miso_gp.surrogate(priors={"bias_variance": None})
+    with pytest.raises(ValueError, match="likelihood='target'"):
+        miso_gp.surrogate(likelihood="target")
 
 
 def test_registry_entry():
     surrogate, spec = resolve_surrogate({"name": "miso_gp", "num_sources": 3})
-    assert spec == {"name": "miso_gp", "num_sources": 3, "kernel": "matern52"}
+    assert spec == {
+        "name": "miso_gp",
+        "num_sources": 3,
+        "kernel": "matern52",
+        "likelihood": "joint",
+    }
     assert surrogate.name == "miso_gp(matern52, K=3)"
 
 
