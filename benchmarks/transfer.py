@@ -61,9 +61,8 @@ METHODS: dict[str, dict] = {
     "gp": {"surrogate": "gp", "sources": False},
     "multitask_gp": {"surrogate": "multitask_gp"},
     "miso_gp": {"surrogate": "miso_gp"},
-    "miso_gp_conditional": {
-        "surrogate": {"name": "miso_gp", "likelihood": "conditional"}
-    },
+    # MISO fitted to the joint density of all rows (its default is p(y_T | y_S))
+    "miso_gp_joint": {"surrogate": {"name": "miso_gp", "likelihood": "joint"}},
     "nn_task_gp": {"surrogate": "nn_task_gp"},
     "bhgp": {"surrogate": "bhgp"},
     "env_gp_mode": {"surrogate": ENV_MODE},

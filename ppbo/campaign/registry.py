@@ -136,7 +136,7 @@ def _diff_gp(
 
 
 def _miso_gp(
-    num_sources: int = 1, kernel: str = "matern52", likelihood: str = "joint"
+    num_sources: int = 1, kernel: str = "matern52", likelihood: str = "conditional"
 ) -> Surrogate:
     from ppbo.models import miso_gp
 
@@ -186,7 +186,7 @@ SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
     ),
     "miso_gp": (
         _miso_gp,
-        {"num_sources": 1, "kernel": "matern52", "likelihood": "joint"},
+        {"num_sources": 1, "kernel": "matern52", "likelihood": "conditional"},
     ),
 }
 

@@ -176,7 +176,7 @@ def test_registry_entry():
         "name": "miso_gp",
         "num_sources": 3,
         "kernel": "matern52",
-        "likelihood": "joint",
+        "likelihood": "conditional",
     }
     assert surrogate.name == "miso_gp(matern52, K=3)"
 
