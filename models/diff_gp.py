@@ -35,7 +35,11 @@ noise), ``mean``, ``mean_weights`` (d,) (linear mean) as in :mod:`ppbo.models.gp
 ``source_noise`` (K,) (each source GP's observation-noise variance, default prior
 ``LogNormal(-4, 1)``), ``diff_lengthscale`` (K, d) and ``diff_outputscale`` (K,)
 (each difference GP's kernel; default priors the GP's lengthscale prior and
-``LogNormal(-2, 1)``).
+``LogNormal(0, 1.5)``, :data:`DEFAULT_PRIORS`: median 1, the variance of a
+standardised task, so that an unrelated source's difference is not held small
+and its corrected rows are not trusted as precise observations of the target;
+with ``LogNormal(-2, 1)``, MISO's old bias prior, Diff-GP ended the benchmark's
+negative-transfer family at 55x the GP's regret, ``benchmarks/README.md``).
 """
 
 from __future__ import annotations
@@ -74,13 +78,26 @@ from ppbo.models.kernels import KERNELS, Kernel
 from ppbo.models.sources import check_num_sources, check_sources
 from ppbo.surrogate import Surrogate
 
-__all__ = ["surrogate", "PREDICTIONS", "NEW_SITES", "difference_posterior"]
+__all__ = [
+    "surrogate",
+    "PREDICTIONS",
+    "NEW_SITES",
+    "DEFAULT_PRIORS",
+    "difference_posterior",
+]
 
 #: Predictive distributions offered by :func:`surrogate`.
 PREDICTIONS = ("augmented", "sum")
 
 #: Sites this model adds to the GP's.
 NEW_SITES = ("source_noise", "diff_lengthscale", "diff_outputscale")
+
+#: Default priors that differ from the GP's (and from the shared per-source
+#: defaults of :mod:`ppbo.models.env_gp`); a user's ``priors`` override them site
+#: by site.
+DEFAULT_PRIORS: dict[str, dist.Distribution] = {
+    "diff_outputscale": dist.LogNormal(0.0, 1.5),
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -352,8 +369,9 @@ def surrogate(
             :data:`ppbo.models.kernels.KERNELS` or ``lengthscale -> Kernel``.
         mean: ``"zero"``, ``"constant"`` or ``"linear"``: the prior mean of the
             source and target GPs (the difference GPs have zero mean).
-        priors: site name -> NumPyro distribution replacing a default prior; scalar
-            priors are broadcast to the site's shape.
+        priors: site name -> NumPyro distribution replacing a default prior
+            (:data:`DEFAULT_PRIORS`, then the GP's); scalar priors are broadcast
+            to the site's shape.
         lengthscale_prior: a name in :data:`ppbo.models.gp.LENGTHSCALE_PRIORS`.
 
     Returns:
@@ -402,7 +420,7 @@ def surrogate(
         )
     _check_common(kernel, mean)
     known = set(default_priors(1, lengthscale_prior)) | set(NEW_SITES)
-    priors = _check_priors(priors, known)
+    priors = {**DEFAULT_PRIORS, **_check_priors(priors, known)}
     config = _Config(
         num_sources=num_sources,
         prediction=prediction,

@@ -42,8 +42,9 @@ inverse-gamma prior and is fitted by NUTS, slice sampling or MAP with the other
 sites from the joint marginal likelihood above.
 
 Sites: ``lengthscale`` (d,), ``outputscale``, ``noise`` (the target noise
-``sigma_n^2``), ``mean`` (constant and linear means), ``mean_weights`` (d,) (linear
-mean), as in :mod:`ppbo.models.gp`, and for ``variant="bayes"`` ``source_noise``
+``sigma_n^2``, default prior ``LogNormal(log 1e-4, 2.5)``, :data:`DEFAULT_PRIORS`),
+``mean`` (constant and linear means), ``mean_weights`` (d,) (linear mean), as in
+:mod:`ppbo.models.gp`, and for ``variant="bayes"`` ``source_noise``
 (K,), the extra noise variance of each source task. Inputs are in the unit cube;
 outputs are standardised per task (the data contract of ``ppbo.transfer``).
 
@@ -54,6 +55,7 @@ one block-diagonal Cholesky factor).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -91,6 +93,7 @@ __all__ = [
     "source_posterior",
     "inverse_gamma_update",
     "mode_source_noise",
+    "DEFAULT_PRIORS",
 ]
 
 #: Ways of setting the source noise accepted by :func:`surrogate`.
@@ -98,6 +101,16 @@ VARIANTS = ("mode", "bayes")
 
 #: Likelihoods the sites can be fitted by (:func:`surrogate`'s ``likelihood``).
 LIKELIHOODS = ("target", "conditional", "joint")
+
+#: Default priors that differ from the GP's; a user's ``priors`` override them site
+#: by site. The target's noise variance is ``LogNormal(log 1e-4, 2.5)`` (MISO's
+#: too), lower and wider than the GP's ``LogNormal(-4, 1)``: the envelopes hold
+#: source rows near the target's optimum as observations with a small noise, and
+#: the target's own rows must be allowed to outweigh them there
+#: (``benchmarks/README.md``, the negative-transfer family).
+DEFAULT_PRIORS: dict[str, dist.Distribution] = {
+    "noise": dist.LogNormal(math.log(1e-4), 2.5),
+}
 
 _VECTOR_SITES = ("lengthscale", "mean_weights")
 
@@ -502,7 +515,8 @@ def surrogate(
             prior of each source's noise variance (prior mode
             ``upsilon_0 / (tau_0 + 1) = 0.1`` by default, in standardised units).
         priors: site name -> NumPyro distribution replacing a default prior
-            (``source_noise`` only with ``variant="bayes"``).
+            (:data:`DEFAULT_PRIORS`, then the GP's; ``source_noise`` only with
+            ``variant="bayes"``).
         lengthscale_prior: a name in :data:`ppbo.models.gp.LENGTHSCALE_PRIORS`.
         likelihood: what the sites are fitted to (the predictive always
             conditions on every row). ``"target"`` (default for ``"mode"``): the
@@ -573,7 +587,7 @@ def surrogate(
     known = set(default_priors(1, lengthscale_prior))
     if variant == "bayes":
         known.add("source_noise")
-    priors = _check_priors(priors, known)
+    priors = {**DEFAULT_PRIORS, **_check_priors(priors, known)}
     config = _Config(
         num_sources=num_sources,
         variant=variant,

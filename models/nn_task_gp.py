@@ -31,7 +31,8 @@ Tasks: source ``k`` (``data.source == k``) is task ``k``, the target
 order (the campaign's convention). Without meta-features every task is a
 neighbour of every other (``S = 1 1^T``).
 
-Sites: ``lengthscale`` (d,), ``outputscale``, ``noise`` (target),
+Sites: ``lengthscale`` (d,), ``outputscale``, ``noise`` (target, default prior
+``LogNormal(log 1e-4, 2.5)``, :data:`DEFAULT_PRIORS`),
 ``source_noise`` (shared by the source tasks), ``mean`` (shared constant mean of the
 standardised outputs), ``task_weight`` (``ρ``, default prior ``Beta(2, 2)``).
 
@@ -45,6 +46,7 @@ References:
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -71,7 +73,13 @@ from ppbo.models.sources import (
 )
 from ppbo.surrogate import Surrogate
 
-__all__ = ["surrogate", "neighbour_overlap", "task_kernel", "PRIOR_SITES"]
+__all__ = [
+    "surrogate",
+    "neighbour_overlap",
+    "task_kernel",
+    "PRIOR_SITES",
+    "DEFAULT_PRIORS",
+]
 
 #: Sites whose prior can be replaced through ``priors=``.
 PRIOR_SITES = (
@@ -150,9 +158,21 @@ class _Config:
     likelihood: str = "joint"
 
 
+#: Default priors that differ from the GP's (a user's ``priors`` override them site
+#: by site): ``task_weight ~ Beta(2, 2)`` and the target's noise variance
+#: ``LogNormal(log 1e-4, 2.5)``, lower and wider than the GP's ``LogNormal(-4, 1)``
+#: (MISO's and Env-GP's too), so that the target's own rows can outweigh the
+#: sources near its optimum (``benchmarks/README.md``, the negative-transfer
+#: family). The sources' ``source_noise`` keeps the GP's noise prior.
+DEFAULT_PRIORS: dict[str, dist.Distribution] = {
+    "task_weight": dist.Beta(2.0, 2.0),
+    "noise": dist.LogNormal(math.log(1e-4), 2.5),
+}
+
+
 def _default_prior(name: str, d: int) -> dist.Distribution:
-    if name == "task_weight":
-        return dist.Beta(2.0, 2.0)
+    if name in DEFAULT_PRIORS:
+        return DEFAULT_PRIORS[name]
     return gp.default_priors(d)["noise" if name == "source_noise" else name]
 
 
@@ -244,7 +264,8 @@ def surrogate(
             included; capped at ``K + 1``.
         kernel: the within-task input kernel; the paper's is ``"rbf"``
             (squared-exponential); ``"matern52"`` etc. are accepted.
-        priors: site name -> NumPyro distribution (sites in :data:`PRIOR_SITES`).
+        priors: site name -> NumPyro distribution (sites in :data:`PRIOR_SITES`)
+            replacing a default prior (:data:`DEFAULT_PRIORS`, then the GP's).
         likelihood: what the sites are fitted to (the predictive always
             conditions on every row): ``"joint"`` (default), ``p(y_S, y_T)``,
             the paper's marginal likelihood of all tasks; ``"conditional"``,

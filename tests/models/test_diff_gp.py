@@ -308,3 +308,27 @@ def test_likelihood_gradient_same_on_both_paths_and_matches_finite_differences()
             np.testing.assert_allclose(
                 np.asarray(grad[name]).reshape(-1)[i], quotient, rtol=1e-5, atol=1e-5
             )
+
+
+def test_difference_variance_prior_is_the_documented_default_or_the_users():
+    """Each difference GP's signal variance has the prior LogNormal(0, 1.5) (scipy's
+    log-normal, summed over the K sources) by default, and a user's
+    ``priors["diff_outputscale"]`` replaces it."""
+    import numpyro.distributions as dist
+    from numpyro import handlers
+
+    *_, data = make_data()
+
+    def log_prior(surrogate):
+        model = handlers.substitute(surrogate.model, PARAMS)
+        site = handlers.trace(model).get_trace(data)["diff_outputscale"]
+        return float(site["fn"].log_prob(site["value"]))
+
+    values = PARAMS["diff_outputscale"]
+    expected = stats.lognorm(s=1.5, scale=1.0).logpdf(values).sum()
+    np.testing.assert_allclose(log_prior(AUGMENTED), expected, rtol=1e-12)
+    users = diff_gp.surrogate(
+        num_sources=2, priors={"diff_outputscale": dist.LogNormal(-2.0, 1.0)}
+    )
+    expected = stats.lognorm(s=1.0, scale=np.exp(-2.0)).logpdf(values).sum()
+    np.testing.assert_allclose(log_prior(users), expected, rtol=1e-12)

@@ -297,3 +297,28 @@ def test_campaign_step_with_map_and_nuts(variant, method):
     if variant == "bayes":
         s2 = result.posterior.samples["source_noise"]
         assert s2.shape == (10, 2) and np.all(s2 > 0.0)
+
+
+@pytest.mark.parametrize("variant", ["mode", "bayes"])
+def test_target_noise_prior_is_the_documented_default_or_the_users(variant):
+    """The target noise's prior density is LogNormal(log 1e-4, 2.5) (scipy's
+    log-normal) by default, and a user's ``priors["noise"]`` replaces it."""
+    import numpyro.distributions as dist
+    from numpyro import handlers
+
+    *_, data = make_data()
+    params = PARAMS | {"source_noise": np.array([0.02, 0.7])}
+
+    def noise_log_prior(surrogate):
+        model = handlers.substitute(surrogate.model, params)
+        site = handlers.trace(model).get_trace(data)["noise"]
+        return float(site["fn"].log_prob(site["value"]))
+
+    default = env_gp.surrogate(num_sources=2, variant=variant)
+    expected = stats.lognorm(s=2.5, scale=1e-4).logpdf(PARAMS["noise"])
+    np.testing.assert_allclose(noise_log_prior(default), expected, rtol=1e-12)
+    users = env_gp.surrogate(
+        num_sources=2, variant=variant, priors={"noise": dist.LogNormal(-4.0, 1.0)}
+    )
+    expected = stats.lognorm(s=1.0, scale=np.exp(-4.0)).logpdf(PARAMS["noise"])
+    np.testing.assert_allclose(noise_log_prior(users), expected, rtol=1e-12)

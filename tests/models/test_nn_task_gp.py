@@ -187,3 +187,33 @@ def test_registry_fills_meta_features():
     np.testing.assert_array_equal(
         surrogate.extras["overlap"], nn_task_gp.neighbour_overlap(np.array(rows), 3)
     )
+
+
+def test_target_noise_prior_is_the_documented_default_or_the_users():
+    """The target noise's prior density is LogNormal(log 1e-4, 2.5) (scipy's
+    log-normal) by default, the sources' noise keeps the GP's LogNormal(-4, 1),
+    and a user's ``priors["noise"]`` replaces the target's."""
+    import numpyro.distributions as dist
+    from numpyro import handlers
+    from scipy import stats
+
+    data, _ = make_data(np.random.default_rng(1))
+
+    def log_prior(surrogate, name):
+        model = handlers.substitute(surrogate.model, PARAMS)
+        site = handlers.trace(model).get_trace(data)[name]
+        return float(site["fn"].log_prob(site["value"]))
+
+    gp_noise = stats.lognorm(s=1.0, scale=np.exp(-4.0))
+    expected = stats.lognorm(s=2.5, scale=1e-4).logpdf(PARAMS["noise"])
+    np.testing.assert_allclose(log_prior(SURROGATE, "noise"), expected, rtol=1e-12)
+    expected = gp_noise.logpdf(PARAMS["source_noise"])
+    np.testing.assert_allclose(log_prior(SURROGATE, "source_noise"), expected)
+    users = nn_task_gp.surrogate(
+        num_sources=K,
+        meta_features=META,
+        num_neighbours=2,
+        priors={"noise": dist.LogNormal(-4.0, 1.0)},
+    )
+    expected = gp_noise.logpdf(PARAMS["noise"])
+    np.testing.assert_allclose(log_prior(users, "noise"), expected, rtol=1e-12)
