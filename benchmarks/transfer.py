@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 import warnings
 from pathlib import Path
@@ -53,6 +52,7 @@ import ppbo  # noqa: E402
 from ppbo.benchmarks.runner import bootstrap_median  # noqa: E402
 from ppbo.benchmarks.transfer_problems import FAMILIES, make  # noqa: E402
 from ppbo.campaign import registry  # noqa: E402
+from ppbo.models.sources import TARGET_NOISE_PRIOR  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 N_INITIAL, BUDGET = 3, 20
@@ -90,11 +90,11 @@ METHODS: dict[str, dict] = {
 }
 
 #: Prior overrides of the ablation methods: ``noise_low`` is the target noise prior
-#: LogNormal(log 1e-4, 2.5) of MISO's, Env-GP's and the nearest-neighbour task
-#: kernel's defaults (the benchmark's targets are noise-free) instead of the GP's
+#: of MISO's, Env-GP's and the nearest-neighbour task kernel's defaults
+#: (:data:`ppbo.models.sources.TARGET_NOISE_PRIOR`) instead of the GP's
 #: LogNormal(-4, 1), so that ``gp_noise_low`` is the no-transfer GP with the prior
 #: those transfer models have.
-PRIOR_VARIANTS = {"noise_low": {"noise": (math.log(1e-4), 2.5)}}
+PRIOR_VARIANTS = {"noise_low": {"noise": TARGET_NOISE_PRIOR}}
 
 
 def available(method: str) -> bool:
@@ -150,21 +150,15 @@ def run_one(family: str, method: str, seed: int) -> dict:
 
 
 def _with_priors(task, spec, variant: str, use_sources: bool):
-    """The registry model of ``spec`` built directly with the variant's priors."""
+    """The registry model of ``spec`` built directly with the variant's priors
+    (models whose only campaign-filled option is ``num_sources``)."""
     import importlib
-
-    import numpyro.distributions as dist
 
     spec = {"name": spec} if isinstance(spec, str) else dict(spec)
     module = importlib.import_module(f"ppbo.models.{spec.pop('name')}")
-    priors = {k: dist.LogNormal(*v) for k, v in PRIOR_VARIANTS[variant].items()}
     if use_sources:
         spec["num_sources"] = len(task.sources)
-    if module.__name__.endswith("nn_task_gp"):
-        spec["meta_features"] = [list(s.meta_features) for s in task.sources] + [
-            list(task.meta_features)
-        ]
-    return module.surrogate(**spec, priors=priors)
+    return module.surrogate(**spec, priors=PRIOR_VARIANTS[variant])
 
 
 def _load(path: Path) -> list[dict]:

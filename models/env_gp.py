@@ -55,7 +55,6 @@ one block-diagonal Cholesky factor).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -80,6 +79,7 @@ from ppbo.models.gp import (
 )
 from ppbo.models.kernels import KERNELS, Kernel
 from ppbo.models.sources import (
+    TARGET_NOISE_PRIOR,
     check_num_sources,
     check_sources,
     condition_on_sources,
@@ -103,13 +103,12 @@ VARIANTS = ("mode", "bayes")
 LIKELIHOODS = ("target", "conditional", "joint")
 
 #: Default priors that differ from the GP's; a user's ``priors`` override them site
-#: by site. The target's noise variance is ``LogNormal(log 1e-4, 2.5)`` (MISO's
-#: too), lower and wider than the GP's ``LogNormal(-4, 1)``: the envelopes hold
-#: source rows near the target's optimum as observations with a small noise, and
-#: the target's own rows must be allowed to outweigh them there
-#: (``benchmarks/README.md``, the negative-transfer family).
+#: by site. The target's noise variance has the transfer GPs' shared
+#: :data:`ppbo.models.sources.TARGET_NOISE_PRIOR`: the envelopes hold source rows
+#: near the target's optimum as observations with a small noise, and the target's
+#: own rows must be allowed to outweigh them there.
 DEFAULT_PRIORS: dict[str, dist.Distribution] = {
-    "noise": dist.LogNormal(math.log(1e-4), 2.5),
+    "noise": TARGET_NOISE_PRIOR,
 }
 
 _VECTOR_SITES = ("lengthscale", "mean_weights")

@@ -45,7 +45,6 @@ the unit cube) and gives the sources bias variances of 2-8.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -77,6 +76,7 @@ from ppbo.models.gp import (
 from ppbo.models.kernels import KERNELS, Kernel
 from ppbo.models.sources import (
     LIKELIHOODS,
+    TARGET_NOISE_PRIOR,
     check_num_sources,
     check_sources,
     condition_on_sources,
@@ -92,7 +92,7 @@ NEW_SITES = ("source_noise", "bias_lengthscale", "bias_outputscale")
 #: user's ``priors`` override them site by site.
 DEFAULT_PRIORS: dict[str, dist.Distribution] = {
     "bias_outputscale": dist.LogNormal(0.0, 1.5),
-    "noise": dist.LogNormal(math.log(1e-4), 2.5),
+    "noise": TARGET_NOISE_PRIOR,
 }
 
 

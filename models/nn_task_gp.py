@@ -46,7 +46,6 @@ References:
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -67,6 +66,7 @@ from ppbo.models.gp import JITTER
 from ppbo.models.kernels import KERNELS
 from ppbo.models.sources import (
     LIKELIHOODS,
+    TARGET_NOISE_PRIOR,
     check_num_sources,
     check_sources,
     condition_on_sources,
@@ -159,14 +159,12 @@ class _Config:
 
 
 #: Default priors that differ from the GP's (a user's ``priors`` override them site
-#: by site): ``task_weight ~ Beta(2, 2)`` and the target's noise variance
-#: ``LogNormal(log 1e-4, 2.5)``, lower and wider than the GP's ``LogNormal(-4, 1)``
-#: (MISO's and Env-GP's too), so that the target's own rows can outweigh the
-#: sources near its optimum (``benchmarks/README.md``, the negative-transfer
-#: family). The sources' ``source_noise`` keeps the GP's noise prior.
+#: by site): ``task_weight ~ Beta(2, 2)`` and, for the target's noise variance, the
+#: transfer GPs' shared :data:`ppbo.models.sources.TARGET_NOISE_PRIOR`. The
+#: sources' ``source_noise`` keeps the GP's noise prior.
 DEFAULT_PRIORS: dict[str, dist.Distribution] = {
     "task_weight": dist.Beta(2.0, 2.0),
-    "noise": dist.LogNormal(math.log(1e-4), 2.5),
+    "noise": TARGET_NOISE_PRIOR,
 }
 
 

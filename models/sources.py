@@ -10,12 +10,14 @@ data with :func:`check_sources` before anything is compiled.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
+import numpyro.distributions as dist
 
 from ppbo.data import Dataset
 from ppbo.models.gaussian import MaskedMultivariateNormal
@@ -26,11 +28,19 @@ __all__ = [
     "source_masks",
     "condition_on_sources",
     "LIKELIHOODS",
+    "TARGET_NOISE_PRIOR",
 ]
 
 #: What a transfer GP's sites can be fitted to (its ``likelihood`` option):
 #: ``p(y_T | y_S)`` or ``p(y_S, y_T)``.
 LIKELIHOODS = ("conditional", "joint")
+
+#: The target's noise-variance prior of the transfer GPs whose sources can outweigh
+#: the target (MISO, Env-GP, the nearest-neighbour task kernel):
+#: ``LogNormal(log 1e-4, 2.5)``, lower and wider than the GP's ``LogNormal(-4, 1)``,
+#: so that the target's own rows can outweigh source rows near its optimum
+#: (``benchmarks/README.md``, the negative-transfer family).
+TARGET_NOISE_PRIOR = dist.LogNormal(math.log(1e-4), 2.5)
 
 
 def check_sources(data: Dataset, num_sources: int) -> None:

@@ -1,4 +1,5 @@
-"""The data term of a NumPyro model: the log density of its observed sites."""
+"""Log densities read off a NumPyro model's trace: the data term (its observed
+sites) and one latent site's prior."""
 
 from numpyro import handlers
 
@@ -12,3 +13,11 @@ def observed_log_density(model, params, *args):
         for site in trace.values()
         if site["type"] == "sample" and site["is_observed"]
     )
+
+
+def site_log_prior(model, params, name, *args):
+    """``log_prob`` of the latent site ``name``'s prior at its value in ``params``
+    (summed over the site's entries), from ``model(*args)``'s trace."""
+    trace = handlers.trace(handlers.substitute(model, params)).get_trace(*args)
+    site = trace[name]
+    return float(site["fn"].log_prob(site["value"]).sum())

@@ -13,7 +13,7 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from _observed_density import observed_log_density  # noqa: E402
+from _observed_density import observed_log_density, site_log_prior  # noqa: E402
 from scipy import stats  # noqa: E402
 
 import ppbo  # noqa: E402
@@ -315,14 +315,11 @@ def test_difference_variance_prior_is_the_documented_default_or_the_users():
     log-normal, summed over the K sources) by default, and a user's
     ``priors["diff_outputscale"]`` replaces it."""
     import numpyro.distributions as dist
-    from numpyro import handlers
 
     *_, data = make_data()
 
     def log_prior(surrogate):
-        model = handlers.substitute(surrogate.model, PARAMS)
-        site = handlers.trace(model).get_trace(data)["diff_outputscale"]
-        return float(site["fn"].log_prob(site["value"]))
+        return site_log_prior(surrogate.model, PARAMS, "diff_outputscale", data)
 
     values = PARAMS["diff_outputscale"]
     expected = stats.lognorm(s=1.5, scale=1.0).logpdf(values).sum()

@@ -13,7 +13,7 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from _observed_density import observed_log_density  # noqa: E402
+from _observed_density import observed_log_density, site_log_prior  # noqa: E402
 from scipy import stats  # noqa: E402
 
 import ppbo  # noqa: E402
@@ -304,15 +304,12 @@ def test_target_noise_prior_is_the_documented_default_or_the_users(variant):
     """The target noise's prior density is LogNormal(log 1e-4, 2.5) (scipy's
     log-normal) by default, and a user's ``priors["noise"]`` replaces it."""
     import numpyro.distributions as dist
-    from numpyro import handlers
 
     *_, data = make_data()
     params = PARAMS | {"source_noise": np.array([0.02, 0.7])}
 
     def noise_log_prior(surrogate):
-        model = handlers.substitute(surrogate.model, params)
-        site = handlers.trace(model).get_trace(data)["noise"]
-        return float(site["fn"].log_prob(site["value"]))
+        return site_log_prior(surrogate.model, params, "noise", data)
 
     default = env_gp.surrogate(num_sources=2, variant=variant)
     expected = stats.lognorm(s=2.5, scale=1e-4).logpdf(PARAMS["noise"])
