@@ -75,6 +75,12 @@ METHODS: dict[str, dict] = {
         "surrogate": {"name": "env_gp", "variant": "bayes"},
         "inference": {"name": "NUTS", "options": {"num_warmup": 64, "num_samples": 64}},
     },
+    # the cut posterior: the kernel from the target rows, the source noise from
+    # the inverse-gamma update's full conditional
+    "env_gp_bayes_target": {
+        "surrogate": {"name": "env_gp", "variant": "bayes", "likelihood": "target"},
+        "inference": {"name": "NUTS", "options": {"num_warmup": 64, "num_samples": 64}},
+    },
     "diff_gp": {"surrogate": "diff_gp"},
     "bandit_env_gp": {"surrogate": ENV_MODE, "source_selection": "bandit"},
     "metabo_gp": {"surrogate": "metabo_gp"},

@@ -37,15 +37,28 @@ and in ``prepare``: no hidden state, so a resumed campaign gives the same value.
 Rows appended by conditioning (pending points at their predicted means) are target
 rows and count in ``t``, as a real observation would.
 
-``variant="bayes"``: ``sigma_{s,k}^2`` is the sampled site ``source_noise`` with the
-inverse-gamma prior and is fitted by NUTS, slice sampling or MAP with the other
-sites from the joint marginal likelihood above.
+``variant="bayes"``: the source noise is sampled, not set to a mode. With
+``likelihood="joint"`` (or ``"conditional"``), ``sigma_{s,k}^2`` is the sampled site
+``source_noise`` with the inverse-gamma prior, fitted by NUTS, slice sampling or MAP
+with the other sites from the joint marginal likelihood above (or from
+``p(y_T | y_S)``). With ``likelihood="target"`` the model is the cut posterior
+(Plummer 2015, "Cuts in Bayesian graphical models", Statistics and Computing 25,
+37-43) of the paper's two pieces: the kernel's sites ``theta`` from the target rows'
+own marginal likelihood, and each source noise from the full conditional that the
+paper's update defines, ``sigma_{s,k}^2 | theta ~ InverseGamma(tau_t,
+upsilon_{t,k}(theta))``. It is sampled exactly through the site ``source_gamma``
+(K,) ``~ Gamma(tau_t, 1)`` and ``sigma_{s,k}^2 = upsilon_{t,k}(theta) / g_k`` (if
+``g ~ Gamma(tau, 1)`` then ``upsilon / g ~ InverseGamma(tau, upsilon)``), so NUTS
+draws ``(theta, sigma_s^2)`` from ``p(theta | y_T) p(sigma_s^2 | theta, y_T, y_S)``,
+whose conditional mode is the mode variant's value.
 
 Sites: ``lengthscale`` (d,), ``outputscale``, ``noise`` (the target noise
 ``sigma_n^2``, default prior ``LogNormal(log 1e-4, 2.5)``, :data:`DEFAULT_PRIORS`),
 ``mean`` (constant and linear means), ``mean_weights`` (d,) (linear mean), as in
 :mod:`ppbo.models.gp`, and for ``variant="bayes"`` ``source_noise``
-(K,), the extra noise variance of each source task. Inputs are in the unit cube;
+(K,), the extra noise variance of each source task (with ``likelihood="target"``
+``source_gamma`` (K,) instead, mapped to it as above; ``extras["source_noise"]``
+gives the variances of any variant). Inputs are in the unit cube;
 outputs are standardised per task (the data contract of ``ppbo.transfer``).
 
 This module also holds the helpers the other transfer GPs share:
@@ -364,16 +377,55 @@ def mode_source_noise(
         >>> round(float(s2[0]), 4)  # (0.5 + 1 / 2) / (1 + 1 / 2 + 1)
         0.4
     """
+    tau, upsilon = _source_noise_posterior(
+        params, data, num_sources, tau0, upsilon0, kernel, mean, factor
+    )
+    return upsilon / (tau + 1.0)
+
+
+def _source_noise_posterior(
+    params, data: Dataset, num_sources, tau0, upsilon0, kernel, mean, factor
+):
+    # (tau_t, upsilon_t) of each source: its GP's means at the target inputs (same
+    # hyperparameters, its own rows only) and the conjugate update by the residuals
     k = build_kernel(kernel, params)
     noise = jnp.full(data.capacity, params["noise"] + JITTER, dtype=data.X.dtype)
     m = partial(mean_function, mean, params)
     alpha = _spd_solve(factor, *_source_system(k, m, noise, data))
     mu = _source_mean(k, m, data, alpha, data.X, num_sources)
-    tau, upsilon = inverse_gamma_update(data.y - mu, data.target_mask, tau0, upsilon0)
-    return upsilon / (tau + 1.0)
+    return inverse_gamma_update(data.y - mu, data.target_mask, tau0, upsilon0)
+
+
+def _inverse_gamma_prior(config: _Config) -> tuple[float, float]:
+    # (tau_0, upsilon_0): the arguments, or a user's InverseGamma prior's
+    prior = config.priors.get("source_noise")
+    if prior is None:
+        return config.tau0, config.upsilon0
+    return prior.concentration, prior.rate
+
+
+def _cut_shape(config: _Config, data: Dataset) -> jax.Array:
+    # tau_t = tau_0 + t / 2: the shape of every source's conditional posterior
+    t = jnp.sum(data.target_mask).astype(data.y.dtype)
+    return _inverse_gamma_prior(config)[0] + 0.5 * t
 
 
 def _source_noise(config: _Config, params, data: Dataset, factor) -> jax.Array:
+    if config.variant == "bayes" and config.likelihood == "target":
+        # sigma_s^2 = upsilon_t / g with g ~ Gamma(tau_t, 1): InverseGamma(tau_t,
+        # upsilon_t) given the kernel's sites, the paper's update as a distribution
+        tau0, upsilon0 = _inverse_gamma_prior(config)
+        _, upsilon = _source_noise_posterior(
+            params,
+            data,
+            config.num_sources,
+            tau0,
+            upsilon0,
+            config.kernel,
+            config.mean,
+            factor,
+        )
+        return upsilon / params["source_gamma"]
     if config.variant == "bayes":
         return params["source_noise"]
     return mode_source_noise(
@@ -403,18 +455,27 @@ def _covariance(config: _Config, params, data: Dataset, factor) -> jax.Array:
 def _model(data: Dataset, *, config: _Config) -> None:
     d = data.X.shape[1]
     params = _target_sites(config, d)
-    if config.variant == "bayes":
+    if config.variant == "bayes" and config.likelihood == "target":
+        # the cut posterior: the kernel's sites from the target rows alone, and
+        # g = upsilon_t / sigma_s^2 (K,) from its exact conditional Gamma(tau_t, 1)
+        shape = _cut_shape(config, data)
+        gamma = dist.Gamma(shape, 1.0).expand([config.num_sources]).to_event(1)
+        params["source_gamma"] = numpyro.sample("source_gamma", gamma)
+    elif config.variant == "bayes":
         params["source_noise"] = numpyro.sample(
             "source_noise", _prior(config, "source_noise", d)
         )
-    loc = mean_function(config.mean, params, data.X)
     if config.likelihood == "target":
-        # the target rows' own marginal likelihood: no source noise enters it
-        target = build_kernel(config.kernel, params).matrix(data.X, data.X)
-        target = target + jnp.diag(_noise(params, data.X))
-        rows = MaskedMultivariateNormal(loc, target, data.target_mask)
-        numpyro.sample("y", rows, obs=data.y)
+        # the target rows' own marginal likelihood: no source noise enters it, and
+        # it is computed on the target rows alone (data.target_rows: a buffer of
+        # target_capacity rows, not the sources' hundreds)
+        X, y, mask = data.target_rows()
+        target = build_kernel(config.kernel, params).matrix(X, X)
+        target = target + jnp.diag(_noise(params, X))
+        loc = mean_function(config.mean, params, X)
+        numpyro.sample("y", MaskedMultivariateNormal(loc, target, mask), obs=y)
         return
+    loc = mean_function(config.mean, params, data.X)
     K = _covariance(config, params, data, jnp.linalg.cholesky)
     numpyro.sample("y", MaskedMultivariateNormal(loc, K, data.mask), obs=data.y)
     if config.likelihood == "conditional":
@@ -526,9 +587,10 @@ def surrogate(
             ``source_noise`` by how well the sources predict the target. With
             many source rows the joint fit bends the shared kernel to the
             sources (on unrelated sources a lengthscale of 0.015 and a target
-            that EI cannot optimise; ``benchmarks/README.md``). The bayes
-            variant cannot use ``"target"`` (its ``source_noise`` would be left
-            to the prior), and neither of its fits is good on the benchmark.
+            that EI cannot optimise; ``benchmarks/README.md``). With
+            ``"target"`` the bayes variant samples the cut posterior of the
+            module docstring (site ``source_gamma``; ``priors["source_noise"]``,
+            if given, must then be a scalar ``InverseGamma``).
 
     Returns:
         A :class:`ppbo.Surrogate` whose ``predict(params, data, X, cache)`` gives
@@ -577,16 +639,19 @@ def surrogate(
         raise ValueError(
             f"likelihood must be one of {LIKELIHOODS}, got likelihood={likelihood!r}"
         )
-    if variant == "bayes" and likelihood == "target":
-        raise ValueError(
-            "likelihood='target' leaves the bayes variant's source_noise to its "
-            "prior; use 'conditional' or 'joint'"
-        )
     _check_common(kernel, mean)
     known = set(default_priors(1, lengthscale_prior))
     if variant == "bayes":
         known.add("source_noise")
     priors = {**DEFAULT_PRIORS, **_check_priors(priors, known)}
+    if variant == "bayes" and likelihood == "target" and "source_noise" in priors:
+        prior = priors["source_noise"]
+        if not isinstance(prior, dist.InverseGamma) or prior.batch_shape != ():
+            raise ValueError(
+                "priors['source_noise'] must be a scalar numpyro InverseGamma with "
+                "variant='bayes', likelihood='target' (its conjugate update by the "
+                f"target's residuals defines the posterior), got {prior!r}"
+            )
     config = _Config(
         num_sources=num_sources,
         variant=variant,

@@ -51,6 +51,11 @@ def bucket_capacity(n: int, minimum: int = _MIN_CAPACITY) -> int:
     return power + step * math.ceil((n - power) / step)
 
 
+def _target_capacity(t: int, capacity: int) -> int:
+    # rows of Dataset.target_rows: a power of two >= max(32, t), at most capacity
+    return min(capacity, max(32, 1 << max(int(t) - 1, 0).bit_length()))
+
+
 def _require_x64() -> None:
     if not jax.config.jax_enable_x64:
         raise RuntimeError(
@@ -198,7 +203,7 @@ class Dataset:
         ((8, 2), [True, True, False], True)
     """
 
-    __slots__ = (
+    _LEAVES = (
         "X",
         "y",
         "task",
@@ -210,6 +215,8 @@ class Dataset:
         "weight",
         "duel_weight",
     )
+    # the leaves, and the static target capacity (the pytree's auxiliary data)
+    __slots__ = (*_LEAVES, "_target_capacity")
 
     X: jax.Array
     y: jax.Array
@@ -311,6 +318,11 @@ class Dataset:
             self.source = jnp.asarray(
                 np.concatenate([source, np.full(pad, -1, np.int32)])
             )
+        self._target_capacity = (
+            capacity
+            if source is None
+            else _target_capacity(int(np.sum(source < 0)), capacity)
+        )
         if duels is not None:
             self.duels, self.duel_mask = _padded_duels(duels, n, duel_capacity)
         elif duel_capacity is not None:
@@ -328,13 +340,15 @@ class Dataset:
 
     # -- pytree -------------------------------------------------------------------
     def tree_flatten(self):
-        return tuple(getattr(self, name) for name in self.__slots__), None
+        leaves = tuple(getattr(self, name) for name in self._LEAVES)
+        return leaves, self._target_capacity
 
     @classmethod
     def tree_unflatten(cls, aux, children):
         obj = object.__new__(cls)
-        for name, child in zip(cls.__slots__, children, strict=True):
+        for name, child in zip(cls._LEAVES, children, strict=True):
             object.__setattr__(obj, name, child)
+        object.__setattr__(obj, "_target_capacity", aux)
         return obj
 
     # -- views --------------------------------------------------------------------
@@ -371,6 +385,46 @@ class Dataset:
         if self.source is None:
             return self.mask
         return self.mask & (self.source < 0)
+
+    @property
+    def target_capacity(self) -> int:
+        """Static number of rows of :meth:`target_rows` (>= the target rows).
+
+        ``capacity`` without sources; with sources the smallest power of two
+        ``>= max(32, t)`` for ``t`` target rows, capped at ``capacity``, so that
+        a campaign with many source rows compiles a new target-rows program only
+        when ``t`` passes 32, 64, 128, ...
+
+        Example:
+            >>> import jax
+            >>> jax.config.update("jax_enable_x64", True)
+            >>> data = Dataset([[0.1]] * 40, [0.0] * 40, source=[0] * 37 + [-1] * 3)
+            >>> data.capacity, data.target_capacity
+            (40, 32)
+        """
+        return self._target_capacity
+
+    def target_rows(self) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """The target's rows first, cut to :attr:`target_capacity`: ``(X, y, mask)``.
+
+        A stable sort moves the rows of :attr:`target_mask` to the front (in their
+        order) and keeps the first ``target_capacity`` rows, so that a likelihood
+        of the target rows alone costs ``O(target_capacity^3)`` instead of
+        ``O(capacity^3)`` when many source rows share the buffer; ``mask`` marks
+        the real target rows. Traceable (the sizes are static).
+
+        Example:
+            >>> import jax
+            >>> jax.config.update("jax_enable_x64", True)
+            >>> data = Dataset([[0.1], [0.2], [0.3]], [1.0, 2.0, 3.0],
+            ...                source=[0, -1, 1])
+            >>> X, y, mask = data.target_rows()
+            >>> y.shape, y[0].item(), mask.tolist()[:2]
+            ((8,), 2.0, [True, False])
+        """
+        keep = self.target_mask
+        order = jnp.argsort(~keep, stable=True)[: self._target_capacity]
+        return self.X[order], self.y[order], keep[order]
 
     @property
     def num_tasks(self) -> int:

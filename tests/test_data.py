@@ -216,3 +216,36 @@ def test_fields_survive_pytree_round_trip_and_jit():
 def test_bad_fields_name_the_field_and_value(fields, match):
     with pytest.raises(ValueError, match=match):
         Dataset(np.zeros((5, 1)), np.zeros(5), **fields)
+
+
+def test_target_rows_are_the_target_first_in_a_static_buffer():
+    """``target_rows`` keeps the target's rows in order, masked, in a buffer of
+    ``target_capacity`` rows: the power of two >= max(32, t) with sources (at most
+    the capacity), the capacity without; it is static, so it survives a pytree
+    round trip under jit and changes the treedef only when ``t`` passes 32, 64, ..."""
+    rng = np.random.default_rng(0)
+    source = np.array([0] * 50 + [-1, 1, -1, -1] + [1] * 30)
+    X, y = rng.random((len(source), 2)), rng.random(len(source))
+    data = Dataset(X, y, source=source)
+    assert (data.capacity, data.target_capacity) == (96, 32)
+    Xt, yt, mask = jax.jit(lambda d: d.target_rows())(data)
+    assert Xt.shape == (32, 2) and yt.shape == (32,)
+    np.testing.assert_array_equal(yt[:3], y[source == -1])
+    np.testing.assert_array_equal(Xt[:3], X[source == -1])
+    assert mask.tolist() == [True] * 3 + [False] * 29
+    leaves, treedef = jax.tree_util.tree_flatten(data)
+    assert jax.tree_util.tree_unflatten(treedef, leaves).target_capacity == 32
+    # without sources every row is a target row and nothing is cut
+    plain = Dataset(X, y)
+    assert plain.target_capacity == plain.capacity == 96
+    np.testing.assert_array_equal(plain.target_rows()[1], plain.y)
+    # the treedef changes with the target buffer, not with every target row
+    more = data.append(rng.random((20, 2)), rng.random(20))
+    assert more.capacity == 112 and more.target_capacity == 32
+    assert jax.tree_util.tree_structure(more) == treedef
+    most = more.append(rng.random((10, 2)), rng.random(10))
+    assert most.target_capacity == 64
+    assert jax.tree_util.tree_structure(most) != jax.tree_util.tree_structure(more)
+    # a small dataset's buffer is its capacity
+    small = Dataset(X[:5], y[:5], source=[0, 0, -1, -1, 0])
+    assert small.target_capacity == small.capacity == 8

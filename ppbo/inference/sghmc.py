@@ -126,7 +126,7 @@ def minibatch(key: jax.Array, data: Dataset, batch_size: int):
         .set(jnp.arange(mask.shape[0], dtype=jnp.int32))
     )
     children, aux = data.tree_flatten()
-    names = Dataset.__slots__
+    names = Dataset._LEAVES
     children = tuple(
         mask & (rank < size) if name == "mask" else child
         for name, child in zip(names, children, strict=True)

@@ -12,6 +12,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
+import numpyro.distributions as dist  # noqa: E402
 import pytest  # noqa: E402
 from _observed_density import observed_log_density, site_log_prior  # noqa: E402
 from scipy import stats  # noqa: E402
@@ -73,6 +74,12 @@ def first(tree):
 
 def hand_mode(X, y, source, k, tau0, upsilon0):
     """Joy et al. (2019): tau_t, upsilon_t and the mode, with dense source GPs."""
+    tau, upsilon = hand_update(X, y, source, k, tau0, upsilon0)
+    return upsilon / (tau + 1.0)
+
+
+def hand_update(X, y, source, k, tau0, upsilon0):
+    """Joy et al. (2019)'s (tau_t, upsilon_t) of source k, with a dense source GP."""
     rows, target = source == k, source == -1
     mu, _ = dense_gp(
         X[rows],
@@ -83,7 +90,7 @@ def hand_mode(X, y, source, k, tau0, upsilon0):
     residuals = y[target] - mu
     tau = tau0 + target.sum() / 2.0
     upsilon = upsilon0 + 0.5 * np.sum(residuals**2)
-    return upsilon / (tau + 1.0)
+    return tau, upsilon
 
 
 def test_mode_source_noise_matches_hand_computation():
@@ -171,11 +178,79 @@ def test_fitted_likelihood_is_the_dense_gaussian_density(variant, likelihood):
     np.testing.assert_allclose(got, expected, rtol=1e-10)
 
 
+@pytest.mark.parametrize("capacity", [19, 64, 128])
+def test_target_likelihood_is_computed_on_the_target_rows_at_any_capacity(capacity):
+    """The target rows' density is the same (the dense one) whether the target
+    buffer is the whole capacity (19) or a cut of it (64, 128 rows hold 32)."""
+    X, y, source, data = make_data(capacity=capacity)
+    assert data.target_capacity == min(capacity, 32)
+    target = source == -1
+    K = kernel(X, X) + np.diag(np.full(len(y), PARAMS["noise"] + JITTER))
+    want = stats.multivariate_normal(
+        np.full(target.sum(), PARAMS["mean"]), K[np.ix_(target, target)]
+    ).logpdf(y[target])
+    np.testing.assert_allclose(
+        observed_log_density(MODE.model, PARAMS, data), want, rtol=1e-10
+    )
+
+
 def test_likelihood_option_is_checked():
     with pytest.raises(ValueError, match="likelihood='whole'"):
         env_gp.surrogate(likelihood="whole")
-    with pytest.raises(ValueError, match="source_noise to its prior"):
-        env_gp.surrogate(variant="bayes", likelihood="target")
+    with pytest.raises(ValueError, match=r"priors\['source_noise'\].*InverseGamma"):
+        env_gp.surrogate(
+            variant="bayes",
+            likelihood="target",
+            priors={"source_noise": dist.LogNormal(0.0, 1.0)},
+        )
+
+
+@pytest.mark.parametrize(
+    "tau0, upsilon0, user_prior", [(2.0, 0.3, False), (0.5, 1.5, True)]
+)
+def test_bayes_target_source_noise_is_the_inverse_gamma_update(
+    tau0, upsilon0, user_prior
+):
+    """variant="bayes", likelihood="target" (the cut posterior): the kernel's sites
+    see the target rows alone, and ``source_gamma`` ~ Gamma(tau_t, 1) maps to
+    ``sigma_s^2 = upsilon_t / g``, so that given the kernel's sites the source noise
+    is InverseGamma(tau_t, upsilon_t), Joy et al. (2019)'s update (scipy's
+    quantiles against a hand computation), with the mode variant's value at its
+    mode."""
+    X, y, source, data = make_data()
+    kwargs = {"tau0": tau0, "upsilon0": upsilon0}
+    if user_prior:  # a user's inverse-gamma prior replaces tau0 and upsilon0
+        kwargs = {"priors": {"source_noise": dist.InverseGamma(tau0, upsilon0)}}
+    cut = env_gp.surrogate(
+        num_sources=2, variant="bayes", likelihood="target", **kwargs
+    )
+    updates = [hand_update(X, y, source, k, tau0, upsilon0) for k in (0, 1)]
+    tau = np.array([u[0] for u in updates])
+    upsilon = np.array([u[1] for u in updates])
+    for q in (0.05, 0.5, 0.95):
+        gamma = stats.gamma(tau).ppf(1.0 - q)
+        params = PARAMS | {"source_gamma": gamma}
+        got = cut.extras["source_noise"](params, data)
+        want = stats.invgamma(tau, scale=upsilon).ppf(q)
+        np.testing.assert_allclose(got, want, rtol=1e-9)
+    # the site's density is Gamma(tau_t, 1), tau_t counting the target rows
+    params = PARAMS | {"source_gamma": np.array([1.7, 4.2])}
+    prior = site_log_prior(cut.model, params, "source_gamma", data)
+    np.testing.assert_allclose(prior, stats.gamma(tau).logpdf([1.7, 4.2]).sum())
+    # at g = tau_t + 1 the source noise is the inverse gamma's mode, the mode variant's
+    mode = env_gp.surrogate(num_sources=2, variant="mode", tau0=tau0, upsilon0=upsilon0)
+    at_mode = cut.extras["source_noise"](PARAMS | {"source_gamma": tau + 1.0}, data)
+    np.testing.assert_allclose(
+        at_mode, mode.extras["source_noise"](PARAMS, data), rtol=1e-9
+    )
+    # the data term is the target rows' own Gaussian density
+    target = source == -1
+    K = kernel(X, X) + np.diag(np.full(len(y), PARAMS["noise"] + JITTER))
+    want = stats.multivariate_normal(
+        np.full(target.sum(), PARAMS["mean"]), K[np.ix_(target, target)]
+    ).logpdf(y[target])
+    got = observed_log_density(cut.model, params, data)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
 
 
 def test_infinite_source_noise_gives_the_target_only_gp():
@@ -266,13 +341,18 @@ OPTIMIZER = {"num_raw": 64, "num_restarts": 2, "max_iterations": 20}
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "variant, method",
-    [("mode", "map"), ("mode", "nuts"), ("bayes", "nuts")],
+    "variant, likelihood, method",
+    [
+        ("mode", None, "map"),
+        ("mode", None, "nuts"),
+        ("bayes", None, "nuts"),
+        ("bayes", "target", "nuts"),
+    ],
 )
-def test_campaign_step_with_map_and_nuts(variant, method):
+def test_campaign_step_with_map_and_nuts(variant, likelihood, method):
     # MAP with EI, NUTS with UCB and a pending point (conditioning); each compiles
     # one fit, which dominates the time (the sampled-site MAP path is the GP's)
-    surrogate = env_gp.surrogate(num_sources=2, variant=variant)
+    surrogate = env_gp.surrogate(num_sources=2, variant=variant, likelihood=likelihood)
     _, _, _, data = make_data()
     if method == "map":
         inference, acquisition, pending = ppbo.MAP(num_restarts=2), "ei", None
@@ -295,16 +375,17 @@ def test_campaign_step_with_map_and_nuts(variant, method):
     if method == "nuts":
         assert result.posterior.num_samples == 10
     if variant == "bayes":
-        s2 = result.posterior.samples["source_noise"]
+        samples = result.posterior.samples
+        s2 = jax.vmap(surrogate.extras["source_noise"], (0, None))(samples, data)
         assert s2.shape == (10, 2) and np.all(s2 > 0.0)
+        if likelihood is None:
+            np.testing.assert_array_equal(s2, samples["source_noise"])
 
 
 @pytest.mark.parametrize("variant", ["mode", "bayes"])
 def test_target_noise_prior_is_the_documented_default_or_the_users(variant):
     """The target noise's prior density is LogNormal(log 1e-4, 2.5) (scipy's
     log-normal) by default, and a user's ``priors["noise"]`` replaces it."""
-    import numpyro.distributions as dist
-
     *_, data = make_data()
     params = PARAMS | {"source_noise": np.array([0.02, 0.7])}
 
