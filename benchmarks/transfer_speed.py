@@ -53,6 +53,11 @@ METHODS: dict[str, dict] = {
         "surrogate": {"name": "env_gp", "variant": "bayes"},
         "inference": {"name": "NUTS", "options": {"num_warmup": 64, "num_samples": 64}},
     },
+    "env_gp_bayes_target": {
+        "surrogate": {"name": "env_gp", "variant": "bayes", "likelihood": "target"},
+        "inference": {"name": "NUTS", "options": {"num_warmup": 64, "num_samples": 64}},
+    },
+    "bandit_env_gp": {"surrogate": ENV_MODE, "source_selection": "bandit"},
     "diff_gp": {"surrogate": "diff_gp"},
     "miso_gp": {"surrogate": "miso_gp"},
     "bhgp": {"surrogate": "bhgp"},

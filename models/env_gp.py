@@ -41,7 +41,8 @@ rows and count in ``t``, as a real observation would.
 ``likelihood="joint"`` (or ``"conditional"``), ``sigma_{s,k}^2`` is the sampled site
 ``source_noise`` with the inverse-gamma prior, fitted by NUTS, slice sampling or MAP
 with the other sites from the joint marginal likelihood above (or from
-``p(y_T | y_S)``). With ``likelihood="target"`` the model is the cut posterior
+``p(y_T | y_S)``). With ``likelihood="target"`` (the default) the model is the cut
+posterior
 (Plummer 2015, "Cuts in Bayesian graphical models", Statistics and Computing 25,
 37-43) of the paper's two pieces: the kernel's sites ``theta`` from the target rows'
 own marginal likelihood, and each source noise from the full conditional that the
@@ -565,8 +566,11 @@ def surrogate(
             ``{-1, 0, ..., K-1}`` (-1: target).
         variant: ``"mode"`` (the source noise is the inverse-gamma posterior mode,
             recomputed from the data, as Joy et al. 2019 update it) or
-            ``"bayes"`` (the site ``source_noise`` (K,) with the inverse-gamma
-            prior, fitted like any site).
+            ``"bayes"`` (the source noise sampled: by default from the cut
+            posterior of the module docstring, site ``source_gamma`` (K,); with
+            ``likelihood="joint"`` or ``"conditional"`` the site
+            ``source_noise`` (K,) with the inverse-gamma prior, fitted like any
+            site).
         kernel: the shared latent kernel, a name in
             :data:`ppbo.models.kernels.KERNELS` or ``lengthscale -> Kernel``.
         mean: ``"zero"``, ``"constant"`` or ``"linear"`` (shared by all rows;
@@ -579,10 +583,10 @@ def surrogate(
             ``variant="bayes"``).
         lengthscale_prior: a name in :data:`ppbo.models.gp.LENGTHSCALE_PRIORS`.
         likelihood: what the sites are fitted to (the predictive always
-            conditions on every row). ``"target"`` (default for ``"mode"``): the
+            conditions on every row). ``"target"`` (the default): the
             target rows' own marginal likelihood, so the sources shape the
-            prediction but not the kernel; ``"joint"`` (default for ``"bayes"``):
-            ``p(y_S, y_T)``; ``"conditional"``: ``p(y_T | y_S)``, the joint
+            prediction but not the kernel; ``"joint"``: ``p(y_S, y_T)``;
+            ``"conditional"``: ``p(y_T | y_S)``, the joint
             likelihood divided by the sources' evidence, which judges
             ``source_noise`` by how well the sources predict the target. With
             many source rows the joint fit bends the shared kernel to the
@@ -634,7 +638,7 @@ def surrogate(
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if likelihood is None:
-        likelihood = "target" if variant == "mode" else "joint"
+        likelihood = "target"
     if likelihood not in LIKELIHOODS:
         raise ValueError(
             f"likelihood must be one of {LIKELIHOODS}, got likelihood={likelihood!r}"

@@ -46,6 +46,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -367,7 +368,6 @@ class Transfer:
             from ppbo.campaign.keys import campaign_key
             from ppbo.campaign.transforms import MIN_CAPACITY
             from ppbo.inference import MAP, fit
-            from ppbo.models import gp
 
             X_s, y_s, ids = self.arrays()
             rows = ids == k
@@ -379,7 +379,7 @@ class Transfer:
                 capacity=bucket_capacity(largest, minimum=MIN_CAPACITY),
             )
             fold = jax.random.fold_in(campaign_key(self.seed, 0, "source_fit"), k)
-            self._memo[key] = fit(gp.surrogate(), data, MAP(), fold)
+            self._memo[key] = fit(_source_gp(), data, MAP(), fold)
         return self._memo[key]
 
     def bandit_state(
@@ -438,3 +438,13 @@ class Transfer:
         }
         data = self.data(target, [arm])
         return Model(self.surrogate_for([arm]), data, standardization, extra)
+
+
+@functools.cache
+def _source_gp() -> Surrogate:
+    # ONE surrogate object for every single-source fit of every ask: compiled
+    # programs are cached by the surrogate (a static argument), and a new
+    # gp.surrogate() per fit recompiled the fit and its predictions at every ask
+    from ppbo.models import gp
+
+    return gp.surrogate()

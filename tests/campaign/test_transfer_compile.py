@@ -42,10 +42,17 @@ def _sources():
             ppbo.NUTS(num_warmup=8, num_samples=8, num_chains=1),
         ),
         ({"name": "diff_gp"}, ppbo.MAP(num_restarts=2)),
+        # the bandit also fits a GP to each source alone at every ask (its rewards)
+        (
+            {"name": "env_gp", "variant": "mode", "source_selection": "bandit"},
+            ppbo.MAP(num_restarts=2),
+        ),
     ],
-    ids=["env_gp-mode-map", "env_gp-bayes-nuts", "diff_gp-map"],
+    ids=["env_gp-mode-map", "env_gp-bayes-nuts", "diff_gp-map", "bandit-env_gp-map"],
 )
 def test_asks_inside_a_bucket_do_not_compile(surrogate, inference, compile_counter):
+    surrogate = dict(surrogate)
+    options = {"source_selection": surrogate.pop("source_selection", None)}
     n_source = 9 + 12
     n_initial = 3
     asks = 4
@@ -64,6 +71,7 @@ def test_asks_inside_a_bucket_do_not_compile(surrogate, inference, compile_count
             seed=3,
             optimizer_options=FAST,
             sources=_sources(),
+            **options,
         )
         # the design, the first model ask, then the first warm-started one (a
         # warm NUTS refit compiles its shorter-warm-up program once)

@@ -25,7 +25,7 @@ from ppbo.models.gp import JITTER  # noqa: E402
 
 DIM = 2
 MODE = env_gp.surrogate(num_sources=2, variant="mode")
-BAYES = env_gp.surrogate(num_sources=2, variant="bayes")
+BAYES = env_gp.surrogate(num_sources=2, variant="bayes", likelihood="joint")
 X_TEST = np.random.default_rng(99).uniform(size=(5, DIM))
 PARAMS = {
     "lengthscale": np.array([0.3, 0.6]),
@@ -145,7 +145,7 @@ def test_prediction_is_the_dense_gp_with_source_noise(surrogate):
         ("mode", None),
         ("mode", "joint"),
         ("mode", "conditional"),
-        ("bayes", None),
+        ("bayes", "joint"),
         ("bayes", "conditional"),
     ],
 )
@@ -173,7 +173,7 @@ def test_fitted_likelihood_is_the_dense_gaussian_density(variant, likelihood):
         "target": log_pdf(source == -1),
         "joint": log_pdf(everything),
         "conditional": log_pdf(everything) - log_pdf(sources),
-    }[likelihood or ("target" if variant == "mode" else "joint")]
+    }[likelihood or "target"]
     got = observed_log_density(surrogate.model, sample, data)
     np.testing.assert_allclose(got, expected, rtol=1e-10)
 
@@ -271,7 +271,7 @@ def test_zero_source_noise_with_duplicated_data_gives_the_pooled_gp():
     y = np.concatenate([y_t, y_t])
     data = ppbo.Dataset(X, y, source=[0] * 4 + [-1] * 4, capacity=16)
     params = PARAMS | {"source_noise": np.array([0.0])}
-    surrogate = env_gp.surrogate(num_sources=1, variant="bayes")
+    surrogate = env_gp.surrogate(num_sources=1, variant="bayes", likelihood="joint")
     mean, var = fixed(surrogate, params, data).predict(X_TEST)
     mu, cov = dense_gp(X, y, np.full(8, PARAMS["noise"] + JITTER))
     np.testing.assert_allclose(mean[0], mu, rtol=0, atol=1e-8)
@@ -345,8 +345,8 @@ OPTIMIZER = {"num_raw": 64, "num_restarts": 2, "max_iterations": 20}
     [
         ("mode", None, "map"),
         ("mode", None, "nuts"),
+        ("bayes", "joint", "nuts"),
         ("bayes", None, "nuts"),
-        ("bayes", "target", "nuts"),
     ],
 )
 def test_campaign_step_with_map_and_nuts(variant, likelihood, method):
@@ -378,7 +378,7 @@ def test_campaign_step_with_map_and_nuts(variant, likelihood, method):
         samples = result.posterior.samples
         s2 = jax.vmap(surrogate.extras["source_noise"], (0, None))(samples, data)
         assert s2.shape == (10, 2) and np.all(s2 > 0.0)
-        if likelihood is None:
+        if likelihood == "joint":
             np.testing.assert_array_equal(s2, samples["source_noise"])
 
 
@@ -388,6 +388,7 @@ def test_target_noise_prior_is_the_documented_default_or_the_users(variant):
     log-normal) by default, and a user's ``priors["noise"]`` replaces it."""
     *_, data = make_data()
     params = PARAMS | {"source_noise": np.array([0.02, 0.7])}
+    params["source_gamma"] = np.array([2.0, 3.0])  # the default bayes fit's site
 
     def noise_log_prior(surrogate):
         return site_log_prior(surrogate.model, params, "noise", data)
