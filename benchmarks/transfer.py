@@ -14,7 +14,10 @@ Methods (``--methods``; a method whose surrogate is not in
 no-transfer GP (``gp``, no sources), the ICM multi-task GP (``multitask_gp``),
 ``miso_gp``, ``nn_task_gp``, ``bhgp``, Env-GP with the posterior-mode source noise
 (``env_gp_mode``; ``env_gp_mode_joint`` fitted to every row instead of the
-target's) and fully Bayesian by NUTS (``env_gp_bayes``), ``diff_gp``,
+target's) and fully Bayesian by NUTS (``env_gp_bayes``, the cut posterior:
+the kernel from the target's rows, the source noise from the inverse-gamma
+update's full conditional; ``env_gp_bayes_joint`` samples the source noise as a
+site of the joint density of all rows), ``diff_gp``,
 bandit source selection with Env-GP (``bandit_env_gp``), ``metabo_gp`` and
 ``rgpe``; ``gp_warm`` and ``multitask_gp_warm`` are the GP and the ICM GP whose
 3-point design is the warm start of Feurer et al. (2015)
@@ -71,14 +74,15 @@ METHODS: dict[str, dict] = {
     "env_gp_mode": {"surrogate": ENV_MODE},
     # Env-GP fitted to all rows (its default before the target-rows fit)
     "env_gp_mode_joint": {"surrogate": ENV_MODE | {"likelihood": "joint"}},
+    # the cut posterior (the default): the kernel from the target rows, the source
+    # noise from the inverse-gamma update's full conditional
     "env_gp_bayes": {
         "surrogate": {"name": "env_gp", "variant": "bayes"},
         "inference": {"name": "NUTS", "options": {"num_warmup": 64, "num_samples": 64}},
     },
-    # the cut posterior: the kernel from the target rows, the source noise from
-    # the inverse-gamma update's full conditional
-    "env_gp_bayes_target": {
-        "surrogate": {"name": "env_gp", "variant": "bayes", "likelihood": "target"},
+    # the source noise a site of the joint density of all rows (the default before)
+    "env_gp_bayes_joint": {
+        "surrogate": {"name": "env_gp", "variant": "bayes", "likelihood": "joint"},
         "inference": {"name": "NUTS", "options": {"num_warmup": 64, "num_samples": 64}},
     },
     "diff_gp": {"surrogate": "diff_gp"},

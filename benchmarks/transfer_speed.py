@@ -49,12 +49,15 @@ ENV_MODE = {"name": "env_gp", "variant": "mode"}
 METHODS: dict[str, dict] = {
     "gp": {"surrogate": "gp", "sources": False},
     "env_gp_mode": {"surrogate": ENV_MODE},
+    # the cut posterior (the default): the kernel from the target rows, the source
+    # noise from the inverse-gamma update's full conditional
     "env_gp_bayes": {
         "surrogate": {"name": "env_gp", "variant": "bayes"},
         "inference": {"name": "NUTS", "options": {"num_warmup": 64, "num_samples": 64}},
     },
-    "env_gp_bayes_target": {
-        "surrogate": {"name": "env_gp", "variant": "bayes", "likelihood": "target"},
+    # the source noise a site of the joint density of all rows (the default before)
+    "env_gp_bayes_joint": {
+        "surrogate": {"name": "env_gp", "variant": "bayes", "likelihood": "joint"},
         "inference": {"name": "NUTS", "options": {"num_warmup": 64, "num_samples": 64}},
     },
     "bandit_env_gp": {"surrogate": ENV_MODE, "source_selection": "bandit"},
