@@ -58,9 +58,11 @@ Sites: ``lengthscale`` (d,), ``outputscale``, ``noise`` (the target noise
 ``mean`` (constant and linear means), ``mean_weights`` (d,) (linear mean), as in
 :mod:`ppbo.models.gp`, and for ``variant="bayes"`` ``source_noise``
 (K,), the extra noise variance of each source task (with ``likelihood="target"``
-``source_gamma`` (K,) instead, mapped to it as above; ``extras["source_noise"]``
-gives the variances of any variant). Inputs are in the unit cube;
-outputs are standardised per task (the data contract of ``ppbo.transfer``).
+the sampled site is ``source_gamma`` (K,), mapped to it as above, and
+``source_noise`` a deterministic site, in MCMC samples and ArviZ but not in a MAP
+fit's; ``extras["source_noise"]`` gives the variances of any variant and fit).
+Inputs are in the unit cube; outputs are standardised per task (the data contract
+of ``ppbo.transfer``).
 
 This module also holds the helpers the other transfer GPs share:
 :func:`source_posterior` (per-source GP posteriors from
@@ -462,6 +464,10 @@ def _model(data: Dataset, *, config: _Config) -> None:
         shape = _cut_shape(config, data)
         gamma = dist.Gamma(shape, 1.0).expand([config.num_sources]).to_event(1)
         params["source_gamma"] = numpyro.sample("source_gamma", gamma)
+        # the variances themselves, for the samples and ArviZ (not in the density)
+        numpyro.deterministic(
+            "source_noise", _source_noise(config, params, data, jnp.linalg.cholesky)
+        )
     elif config.variant == "bayes":
         params["source_noise"] = numpyro.sample(
             "source_noise", _prior(config, "source_noise", d)

@@ -378,8 +378,8 @@ def test_campaign_step_with_map_and_nuts(variant, likelihood, method):
         samples = result.posterior.samples
         s2 = jax.vmap(surrogate.extras["source_noise"], (0, None))(samples, data)
         assert s2.shape == (10, 2) and np.all(s2 > 0.0)
-        if likelihood == "joint":
-            np.testing.assert_array_equal(s2, samples["source_noise"])
+        # a sampled site of the joint fit, a deterministic site of the cut posterior
+        np.testing.assert_allclose(s2, samples["source_noise"], rtol=1e-12)
 
 
 @pytest.mark.parametrize("variant", ["mode", "bayes"])
