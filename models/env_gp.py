@@ -414,33 +414,24 @@ def _cut_shape(config: _Config, data: Dataset) -> jax.Array:
 
 
 def _source_noise(config: _Config, params, data: Dataset, factor) -> jax.Array:
-    if config.variant == "bayes" and config.likelihood == "target":
-        # sigma_s^2 = upsilon_t / g with g ~ Gamma(tau_t, 1): InverseGamma(tau_t,
-        # upsilon_t) given the kernel's sites, the paper's update as a distribution
-        tau0, upsilon0 = _inverse_gamma_prior(config)
-        _, upsilon = _source_noise_posterior(
-            params,
-            data,
-            config.num_sources,
-            tau0,
-            upsilon0,
-            config.kernel,
-            config.mean,
-            factor,
-        )
-        return upsilon / params["source_gamma"]
-    if config.variant == "bayes":
+    if config.variant == "bayes" and config.likelihood != "target":
         return params["source_noise"]
-    return mode_source_noise(
+    tau0, upsilon0 = _inverse_gamma_prior(config)
+    tau, upsilon = _source_noise_posterior(
         params,
         data,
-        num_sources=config.num_sources,
-        tau0=config.tau0,
-        upsilon0=config.upsilon0,
-        kernel=config.kernel,
-        mean=config.mean,
-        factor=factor,
+        config.num_sources,
+        tau0,
+        upsilon0,
+        config.kernel,
+        config.mean,
+        factor,
     )
+    if config.variant == "bayes":
+        # the cut posterior: sigma_s^2 = upsilon_t / g with g ~ Gamma(tau_t, 1) is
+        # InverseGamma(tau_t, upsilon_t) given the kernel's sites
+        return upsilon / params["source_gamma"]
+    return upsilon / (tau + 1.0)  # the mode of Joy et al. (2019)'s update
 
 
 def _row_noise(params, data: Dataset, source_noise: jax.Array) -> jax.Array:
