@@ -86,6 +86,9 @@ METHODS: dict[str, dict] = {
         "inference": {"name": "NUTS", "options": {"num_warmup": 64, "num_samples": 64}},
     },
     "diff_gp": {"surrogate": "diff_gp"},
+    # the corrected source rows' errors with the difference GP's posterior
+    # covariance over each source's rows instead of its diagonal
+    "diff_gp_dense": {"surrogate": {"name": "diff_gp", "corrections": "dense"}},
     "bandit_env_gp": {"surrogate": ENV_MODE, "source_selection": "bandit"},
     "metabo_gp": {"surrogate": "metabo_gp"},
     "rgpe": {"surrogate": "rgpe"},

@@ -81,6 +81,7 @@ from ppbo.surrogate import Surrogate
 __all__ = [
     "surrogate",
     "PREDICTIONS",
+    "CORRECTIONS",
     "NEW_SITES",
     "DEFAULT_PRIORS",
     "difference_posterior",
@@ -88,6 +89,9 @@ __all__ = [
 
 #: Predictive distributions offered by :func:`surrogate`.
 PREDICTIONS = ("augmented", "sum")
+
+#: How the corrected source rows' errors enter the target GP (:func:`surrogate`).
+CORRECTIONS = ("diagonal", "dense")
 
 #: Sites this model adds to the GP's.
 NEW_SITES = ("source_noise", "diff_lengthscale", "diff_outputscale")
@@ -108,6 +112,7 @@ class _Config:
     mean: str
     priors: Mapping[str, dist.Distribution]
     lengthscale_prior: str = DEFAULT_LENGTHSCALE_PRIOR
+    corrections: str = "diagonal"
 
 
 def _prior(config: _Config, name: str, d: int) -> dist.Distribution:
@@ -174,6 +179,20 @@ def _difference_predict(config: _Config, params, data: Dataset, Lg, alpha_g, X):
     return _per_source(
         one, params["diff_outputscale"], params["diff_lengthscale"], Lg, alpha_g
     )
+
+
+def _difference_covariance(config: _Config, params, data: Dataset, Lg):
+    """Posterior covariance of every g_k at the rows, (K, n, n)."""
+    base = _base(config.kernel)
+    tmask = data.target_mask
+
+    def one(scale, lengthscale, L):
+        kernel = scale * base(lengthscale)
+        Ks = jnp.where(tmask[None, :], kernel.matrix(data.X, data.X), 0.0)
+        V = solve_triangular(L, Ks.T, lower=True)
+        return kernel.matrix(data.X, data.X) - V.T @ V
+
+    return _per_source(one, params["diff_outputscale"], params["diff_lengthscale"], Lg)
 
 
 def difference_posterior(
@@ -323,10 +342,25 @@ def _prepare(params, data: Dataset, *, config: _Config) -> dict[str, jax.Array]:
     rows = jnp.arange(data.capacity)
     is_source = data.source >= 0
     y = data.y + jnp.where(is_source, mu_g[index, rows], 0.0)
-    row_noise = jnp.where(
-        is_source, var_s[index, rows] + var_g[index, rows], params["noise"]
-    )
-    C = kernel.matrix(data.X, data.X) + jnp.diag(row_noise + JITTER)
+    if config.corrections == "dense":
+        # the corrections' errors mu_g,k - g_k of one source are one draw of g_k's
+        # posterior: their covariance over that source's rows, not only its diagonal
+        cov_g = _difference_covariance(config, params, data, Lg)
+        same = (
+            is_source[:, None]
+            & is_source[None, :]
+            & (data.source[:, None] == data.source[None, :])
+        )
+        block = jnp.where(
+            same, cov_g[index[:, None], rows[:, None], rows[None, :]], 0.0
+        )
+        row_noise = jnp.where(is_source, var_s[index, rows], params["noise"])
+    else:
+        block = 0.0
+        row_noise = jnp.where(
+            is_source, var_s[index, rows] + var_g[index, rows], params["noise"]
+        )
+    C = kernel.matrix(data.X, data.X) + block + jnp.diag(row_noise + JITTER)
     Lt = cholesky(masked_covariance(C, data.mask))
     r = jnp.where(data.mask, y - mean(data.X), 0.0)
     return {"L": Lt, "alpha": cho_solve((Lt, True), r)}
@@ -354,6 +388,7 @@ def surrogate(
     mean: str = "constant",
     priors: Mapping[str, dist.Distribution] | None = None,
     lengthscale_prior: str = DEFAULT_LENGTHSCALE_PRIOR,
+    corrections: str = "diagonal",
 ) -> Surrogate:
     """Build the Diff-GP transfer surrogate (Shilton et al. 2017).
 
@@ -373,6 +408,15 @@ def surrogate(
             (:data:`DEFAULT_PRIORS`, then the GP's); scalar priors are broadcast
             to the site's shape.
         lengthscale_prior: a name in :data:`ppbo.models.gp.LENGTHSCALE_PRIORS`.
+        corrections: the error covariance of the corrected source rows in the
+            augmented target GP. ``"diagonal"`` (default) is the survey's
+            ``Lambda^g = diag(lambda_s + lambda_g)``: every corrected row an
+            independent observation. ``"dense"`` keeps ``diag(lambda_s)`` and
+            replaces ``diag(lambda_g)`` by the difference GP's posterior covariance
+            over each source's rows, ``Sigma_{g,k}(X_k, X_k)`` (block diagonal
+            over sources): the corrections ``mu_{g,k}(x_j)`` of one source err
+            together, as one draw of ``g_k``'s posterior, so its many rows do not
+            count as independent evidence where ``g_k`` is uncertain.
 
     Returns:
         A :class:`ppbo.Surrogate` whose ``predict`` gives the TARGET latent mean
@@ -418,6 +462,10 @@ def surrogate(
         raise ValueError(
             f'prediction="sum" needs num_sources=1, got num_sources={num_sources}'
         )
+    if corrections not in CORRECTIONS:
+        raise ValueError(
+            f"corrections must be one of {CORRECTIONS}, got {corrections!r}"
+        )
     _check_common(kernel, mean)
     known = set(default_priors(1, lengthscale_prior)) | set(NEW_SITES)
     priors = {**DEFAULT_PRIORS, **_check_priors(priors, known)}
@@ -428,6 +476,7 @@ def surrogate(
         mean=mean,
         priors=priors,
         lengthscale_prior=lengthscale_prior,
+        corrections=corrections,
     )
     kernel_name = (
         kernel if isinstance(kernel, str) else getattr(kernel, "__name__", "custom")
@@ -441,7 +490,8 @@ def surrogate(
             if prediction == "augmented"
             else None
         ),
-        name=f"diff_gp({kernel_name}, K={num_sources}, {prediction})",
+        name=f"diff_gp({kernel_name}, K={num_sources}, {prediction}"
+        + (", dense corrections)" if corrections == "dense" else ")"),
         check_data=partial(check_sources, num_sources=num_sources),
         extras={
             "kernel": partial(build_kernel, kernel),

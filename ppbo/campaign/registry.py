@@ -126,12 +126,18 @@ def _env_gp(
 
 
 def _diff_gp(
-    num_sources: int = 1, prediction: str = "augmented", kernel: str = "matern52"
+    num_sources: int = 1,
+    prediction: str = "augmented",
+    kernel: str = "matern52",
+    corrections: str = "diagonal",
 ) -> Surrogate:
     from ppbo.models import diff_gp
 
     return diff_gp.surrogate(
-        num_sources=int(num_sources), prediction=prediction, kernel=kernel
+        num_sources=int(num_sources),
+        prediction=prediction,
+        kernel=kernel,
+        corrections=corrections,
     )
 
 
@@ -182,7 +188,12 @@ SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
     ),
     "diff_gp": (
         _diff_gp,
-        {"num_sources": 1, "prediction": "augmented", "kernel": "matern52"},
+        {
+            "num_sources": 1,
+            "prediction": "augmented",
+            "kernel": "matern52",
+            "corrections": "diagonal",
+        },
     ),
     "miso_gp": (
         _miso_gp,

@@ -57,8 +57,14 @@ def gp_posterior(kernel, X, r, noise, X_test, prior_var):
     )
 
 
-def dense_diff_gp(X, y, source, params, X_test):
-    """Every quantity of the Diff-GP by dense solves, as a dict of arrays."""
+def dense_diff_gp(X, y, source, params, X_test, corrections="diagonal"):
+    """Every quantity of the Diff-GP by dense solves, as a dict of arrays.
+
+    ``corrections="dense"``: the corrected rows of source ``k`` have the error
+    covariance ``diag(lambda_s) + Sigma_g,k``, the difference GP's posterior
+    covariance over those rows (R&W eq. (2.24)), instead of ``diag(lambda_s +
+    lambda_g)``.
+    """
     p = params
 
     def k(A, B):
@@ -67,6 +73,7 @@ def dense_diff_gp(X, y, source, params, X_test):
     target = source == -1
     y_c = y.copy()
     noise_c = np.full(len(y), p["noise"] + JITTER)
+    block = np.zeros((len(y), len(y)))
     out = {"source_mean": [], "source_var": [], "diff_mean": [], "diff_var": []}
     for s in range(len(p["source_noise"])):
         rows = source == s
@@ -91,14 +98,20 @@ def dense_diff_gp(X, y, source, params, X_test):
         mu_s, var_s = source_gp(X[rows])
         mu_g, var_g = diff_gp_at(X[rows])
         y_c[rows] = y[rows] + mu_g
-        noise_c[rows] = var_s + var_g + JITTER
+        if corrections == "dense":
+            Xt, Xr = X[target], X[rows]
+            Kt = kg(Xt, Xt) + np.diag(noise_g)
+            cov_g = kg(Xr, Xr) - kg(Xr, Xt) @ np.linalg.solve(Kt, kg(Xt, Xr))
+            block[np.ix_(rows, rows)] = cov_g
+            noise_c[rows] = var_s + JITTER
+        else:
+            noise_c[rows] = var_s + var_g + JITTER
         values = (*source_gp(X_test), *diff_gp_at(X_test))
         for name, value in zip(out, values, strict=True):
             out[name].append(value)
-    mu, _ = gp_posterior(k, X, y_c - p["mean"], noise_c, X_test, 0.0)
-    cov = k(X_test, X_test) - k(X_test, X) @ np.linalg.solve(
-        k(X, X) + np.diag(noise_c), k(X, X_test)
-    )
+    C = k(X, X) + block + np.diag(noise_c)
+    mu = k(X_test, X) @ np.linalg.solve(C, y_c - p["mean"])
+    cov = k(X_test, X_test) - k(X_test, X) @ np.linalg.solve(C, k(X, X_test))
     out = {name: np.array(value) for name, value in out.items()}
     return out | {"mean": p["mean"] + mu, "cov": cov}
 
@@ -135,6 +148,31 @@ def test_augmented_prediction_matches_dense_diff_gp():
     parts = AUGMENTED.extras["difference_posterior"](sample, data, X_TEST)
     for name in ("source_mean", "source_var", "diff_mean", "diff_var"):
         np.testing.assert_allclose(parts[name], ref[name], rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("capacity", [16, 11])
+def test_dense_corrections_match_the_dense_reference(capacity):
+    X, y, source, data = make_data(capacity=capacity)
+    dense = diff_gp.surrogate(num_sources=2, corrections="dense")
+    posterior = fixed(dense, PARAMS, data)
+    ref = dense_diff_gp(X, y, source, PARAMS, X_TEST, corrections="dense")
+    mean, var = posterior.predict(X_TEST)
+    np.testing.assert_allclose(mean[0], ref["mean"], rtol=0, atol=1e-8)
+    np.testing.assert_allclose(var[0], np.diag(ref["cov"]), rtol=0, atol=1e-8)
+    sample, cache = first(posterior.samples), first(posterior.cache)
+    joint_mean, joint = dense.predict_joint(sample, data, X_TEST, cache)
+    np.testing.assert_allclose(joint, ref["cov"], rtol=0, atol=1e-8)
+    # it differs from the survey's diagonal, and only in the prediction: the
+    # hyperparameters' likelihood is the same
+    diagonal = dense_diff_gp(X, y, source, PARAMS, X_TEST)
+    assert np.max(np.abs(diagonal["mean"] - ref["mean"])) > 1e-4
+    sample = {name: np.asarray(value) for name, value in PARAMS.items()}
+    assert observed_log_density(dense.model, sample, data) == observed_log_density(
+        AUGMENTED.model, sample, data
+    )
+    assert dense.name == "diff_gp(matern52, K=2, augmented, dense corrections)"
+    with pytest.raises(ValueError, match="corrections must be one of"):
+        diff_gp.surrogate(corrections="full")
 
 
 @pytest.mark.parametrize("capacity", [16, 11], ids=["target-block", "full"])
@@ -247,22 +285,28 @@ def test_registry_entry():
         "num_sources": 2,
         "prediction": "augmented",
         "kernel": "matern52",
+        "corrections": "diagonal",
     }
     assert surrogate.name == "diff_gp(matern52, K=2, augmented)"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["map", "nuts"])
+@pytest.mark.parametrize("method", ["map", "map-dense", "nuts"])
 def test_campaign_step_with_map_and_nuts(method):
     _, _, _, data = make_data()
+    surrogate = AUGMENTED
     if method == "map":
         inference, acquisition, pending = ppbo.MAP(num_restarts=2), "ei", None
+    elif method == "map-dense":  # the dense corrections, conditioned on a pending point
+        surrogate = diff_gp.surrogate(num_sources=2, corrections="dense")
+        inference, acquisition = ppbo.MAP(num_restarts=2), "ei"
+        pending = np.array([[0.5, 0.5]])
     else:
         inference = ppbo.NUTS(num_warmup=20, num_samples=10)
         acquisition, pending = "ucb", np.array([[0.5, 0.5]])
     result = step(
         jax.random.key(0),
-        AUGMENTED,
+        surrogate,
         inference,
         getattr(ppbo.acquisition, acquisition),
         data,
