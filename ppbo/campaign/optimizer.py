@@ -100,8 +100,9 @@ class Optimizer:
         storage: None (in memory), a SQLite file path, or a
             :class:`ppbo.storage.Storage`.
         name: the campaign's unique name in the storage (default: generated).
-        acquisition_options: passed to the acquisition (``beta`` for UCB, whose
-            default is the Srinivas et al. (2010) schedule at the current round).
+        acquisition_options: passed to the acquisition (``beta`` for UCB, default
+            2; ``{"delta": 0.1}`` gives UCB the Srinivas et al. (2010) schedule at
+            the current round instead).
         optimizer_options: passed to :func:`ppbo.optimize_acquisition`
             (``num_raw``, ``num_restarts``, ``max_iterations``).
         load_if_exists: load the campaign if ``name`` exists instead of raising.

@@ -71,8 +71,9 @@ def step(
 ) -> Step:
     """Fit the surrogate to ``data`` and maximise the marginalised acquisition.
 
-    GP-UCB without ``beta`` or ``t`` gets the round ``t = n`` of the schedule of
-    Srinivas et al. (2010).
+    GP-UCB without ``beta`` gets ``beta = UCB_BETA`` (2); given any option of the
+    schedule of Srinivas et al. (2010) (``delta``, ``size``, ``a``, ``b``, ``r``)
+    it gets that schedule at the round ``t = n``.
 
     Args:
         key: PRNG key, split into the fit's and the acquisition optimiser's.
@@ -148,12 +149,25 @@ def _thinned(posterior: Posterior, num: int | None) -> Posterior:
     return posterior
 
 
+#: GP-UCB's exploration weight in a campaign that names neither ``beta`` nor the
+#: schedule: measured level with log-EI on Branin and behind it on Hartmann-6, while
+#: the schedule of Srinivas et al. (beta_t of 110-135 in 6-D) searched about as
+#: well as random search (benchmarks/README.md, "Acquisitions").
+UCB_BETA = 2.0
+
+#: Options that ask for GP-UCB's schedule (:func:`ppbo.acquisition.ucb_beta`).
+_UCB_SCHEDULE = frozenset({"t", "delta", "size", "a", "b", "r"})
+
+
 def _acquisition_options(acquisition, given, data) -> dict:
     options = dict(given or {})
     if acquisition is _acquisition_module.ucb and not {"beta", "t"} & set(options):
-        # GP-UCB's schedule (Srinivas et al. 2010, Theorem 2) needs the round t:
-        # the number of observations the model conditions on
-        options["t"] = float(data.n)
+        if _UCB_SCHEDULE & set(options):
+            # the schedule (Srinivas et al. 2010, Theorem 2) needs the round t: the
+            # number of observations the model conditions on
+            options["t"] = float(data.n)
+        else:
+            options["beta"] = UCB_BETA
     return options
 
 

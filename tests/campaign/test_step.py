@@ -66,7 +66,7 @@ def test_benchmark_method_and_optimizer_ask_suggest_the_same_point(
         getattr(ppbo.acquisition, acquisition),
         data,
         optimizer_options=settings,
-        **({"t": float(len(y))} if acquisition == "ucb" else {}),
+        **({"beta": 2.0} if acquisition == "ucb" else {}),
     )
     np.testing.assert_array_equal(front.X[0], x)
 
@@ -133,7 +133,17 @@ def test_pending_points_and_batches_are_passed_to_the_optimiser(monkeypatch):
         data,
         pending=[],
     )
-    assert seen["pending"] is None and seen["t"] == 4.0  # Srinivas et al. round
+    assert seen["pending"] is None and seen["beta"] == 2.0 and "t" not in seen
+    seen.clear()
+    step(  # asking for the schedule of Srinivas et al. gives it the round t = n
+        jax.random.key(0),
+        surrogate,
+        ppbo.MAP(num_restarts=2),
+        ppbo.acquisition.ucb,
+        data,
+        acquisition_options={"delta": 0.1},
+    )
+    assert seen["t"] == 4.0 and seen["delta"] == 0.1 and "beta" not in seen
 
 
 def _integer_grid(U):
