@@ -101,7 +101,7 @@ class Optimizer:
             :class:`ppbo.storage.Storage`.
         name: the campaign's unique name in the storage (default: generated).
         acquisition_options: passed to the acquisition (``beta`` for UCB, default
-            2; ``{"delta": 0.1}`` gives UCB the Srinivas et al. (2010) schedule at
+            1; ``{"delta": 0.1}`` gives UCB the Srinivas et al. (2010) schedule at
             the current round instead).
         optimizer_options: passed to :func:`ppbo.optimize_acquisition`
             (``num_raw``, ``num_restarts``, ``max_iterations``).

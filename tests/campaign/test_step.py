@@ -66,7 +66,7 @@ def test_benchmark_method_and_optimizer_ask_suggest_the_same_point(
         getattr(ppbo.acquisition, acquisition),
         data,
         optimizer_options=settings,
-        **({"beta": 2.0} if acquisition == "ucb" else {}),
+        **({"beta": 1.0} if acquisition == "ucb" else {}),
     )
     np.testing.assert_array_equal(front.X[0], x)
 
@@ -133,7 +133,7 @@ def test_pending_points_and_batches_are_passed_to_the_optimiser(monkeypatch):
         data,
         pending=[],
     )
-    assert seen["pending"] is None and seen["beta"] == 2.0 and "t" not in seen
+    assert seen["pending"] is None and seen["beta"] == 1.0 and "t" not in seen
     seen.clear()
     step(  # asking for the schedule of Srinivas et al. gives it the round t = n
         jax.random.key(0),
