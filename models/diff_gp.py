@@ -165,8 +165,11 @@ def _difference_factor(config: _Config, params, data: Dataset, mu_s, var_s, fact
     )
 
 
-def _difference_predict(config: _Config, params, data: Dataset, Lg, alpha_g, X):
-    """Posterior mean and variance of every g_k at X, each (K, m)."""
+def _difference_predict(
+    config: _Config, params, data: Dataset, Lg, alpha_g, X, full: bool = False
+):
+    """Posterior mean (K, m) of every g_k at X and its variance (K, m), or with
+    ``full`` its covariance (K, m, m)."""
     base = _base(config.kernel)
     tmask = data.target_mask
 
@@ -174,25 +177,13 @@ def _difference_predict(config: _Config, params, data: Dataset, Lg, alpha_g, X):
         kernel = scale * base(lengthscale)
         Ks = jnp.where(tmask[None, :], kernel.matrix(X, data.X), 0.0)
         V = solve_triangular(L, Ks.T, lower=True)
+        if full:
+            return Ks @ alpha, kernel.matrix(X, X) - V.T @ V
         return Ks @ alpha, jnp.maximum(kernel.diag(X) - jnp.sum(V**2, axis=0), 0.0)
 
     return _per_source(
         one, params["diff_outputscale"], params["diff_lengthscale"], Lg, alpha_g
     )
-
-
-def _difference_covariance(config: _Config, params, data: Dataset, Lg):
-    """Posterior covariance of every g_k at the rows, (K, n, n)."""
-    base = _base(config.kernel)
-    tmask = data.target_mask
-
-    def one(scale, lengthscale, L):
-        kernel = scale * base(lengthscale)
-        Ks = jnp.where(tmask[None, :], kernel.matrix(data.X, data.X), 0.0)
-        V = solve_triangular(L, Ks.T, lower=True)
-        return kernel.matrix(data.X, data.X) - V.T @ V
-
-    return _per_source(one, params["diff_outputscale"], params["diff_lengthscale"], Lg)
 
 
 def difference_posterior(
@@ -336,23 +327,26 @@ def _prepare(params, data: Dataset, *, config: _Config) -> dict[str, jax.Array]:
     Lg, alpha_g = _difference_factor(config, params, data, mu_s, var_s, cholesky)
     if config.prediction == "sum":
         return {"L": L, "alpha": alpha, "Lg": Lg, "alpha_g": alpha_g}
-    mu_g, var_g = _difference_predict(config, params, data, Lg, alpha_g, data.X)
+    dense = config.corrections == "dense"
+    mu_g, var_g = _difference_predict(
+        config, params, data, Lg, alpha_g, data.X, full=dense
+    )
     # corrected source rows (observations of the target) and their noise Lambda^g
     index = jnp.clip(data.source, 0, K - 1)
     rows = jnp.arange(data.capacity)
     is_source = data.source >= 0
     y = data.y + jnp.where(is_source, mu_g[index, rows], 0.0)
-    if config.corrections == "dense":
+    if dense:
         # the corrections' errors mu_g,k - g_k of one source are one draw of g_k's
-        # posterior: their covariance over that source's rows, not only its diagonal
-        cov_g = _difference_covariance(config, params, data, Lg)
+        # posterior: their covariance (var_g is (K, n, n) here) over that source's
+        # rows, not only its diagonal
         same = (
             is_source[:, None]
             & is_source[None, :]
             & (data.source[:, None] == data.source[None, :])
         )
         block = jnp.where(
-            same, cov_g[index[:, None], rows[:, None], rows[None, :]], 0.0
+            same, var_g[index[:, None], rows[:, None], rows[None, :]], 0.0
         )
         row_noise = jnp.where(is_source, var_s[index, rows], params["noise"])
     else:
