@@ -18,7 +18,7 @@ from ppbo.acquisition.base import (
     reduce_samples,
 )
 from ppbo.acquisition.es import es, monte_carlo_information_gain
-from ppbo.acquisition.hedge import HedgeState, hedge
+from ppbo.acquisition.hedge import HedgeState, gp_hedge, hedge
 from ppbo.acquisition.kg import kg
 from ppbo.acquisition.mes import mes, sample_max_values
 from ppbo.acquisition.nei import log_jei, log_nei
@@ -47,6 +47,7 @@ __all__ = [
     "anpei",
     "dueling_thompson",
     "hedge",
+    "gp_hedge",
     "HedgeState",
     "rff",
     "Acquisition",

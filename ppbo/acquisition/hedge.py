@@ -46,9 +46,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ppbo.acquisition.base import Acquisition
 from ppbo.surrogate import Posterior
 
 __all__ = [
+    "gp_hedge",
     "HedgeState",
     "Portfolio",
     "hedge",
@@ -213,3 +215,19 @@ hedge = Portfolio(
     update=hedge_update,
     probabilities=hedge_probabilities,
 )
+
+
+def _portfolio(sample, X, **options):
+    raise TypeError(
+        "'gp_hedge' is a portfolio: a campaign step chooses one of its base "
+        "acquisitions (ppbo.campaign.portfolio.hedge_step); it has no values of its "
+        "own to evaluate"
+    )
+
+
+#: GP-Hedge as a campaign's acquisition (``Optimizer(acquisition="gp_hedge")``):
+#: each ask maximises every base acquisition and follows one of them by the Hedge
+#: probabilities (:func:`ppbo.campaign.portfolio.hedge_step`); its arms and
+#: learning rate are ``acquisition_options={"acquisitions": [...], "eta": ...}``.
+#: It names the strategy and cannot be evaluated itself.
+gp_hedge = Acquisition("gp_hedge", _portfolio)

@@ -23,6 +23,7 @@ import numpy as np
 from ppbo.acquisition.base import Acquisition
 from ppbo.campaign.designs import initial_design, source_design
 from ppbo.campaign.keys import campaign_key
+from ppbo.campaign.portfolio import hedge_step, latest_record
 from ppbo.campaign.step import step
 from ppbo.campaign.transfer import Model, Transfer
 from ppbo.campaign.transforms import task_view
@@ -157,7 +158,10 @@ def propose(
     key = campaign_key(int(config["seed"]), iteration, "step")
     pending = (pending + units, tasks + [task] * len(units))
     setup = dataclasses.replace(setup, surrogate=model.surrogate)
-    X, posterior, extra = _suggest(setup, key, data, remaining, pending, task, previous)
+    record = latest_record(trials) if _is_portfolio(setup) else None
+    X, posterior, extra = _suggest(
+        setup, key, data, remaining, pending, task, previous, record
+    )
     extra = extra | model.extra
     rows += [_row(space, space.snap(x), iteration, "model", extra, task) for x in X]
     return rows, posterior
@@ -194,11 +198,25 @@ def _row(space, u, iteration, origin, extra=None, task=None) -> dict:
     }
 
 
-def _suggest(setup, key, data, q, pending, task, previous):
+def _is_portfolio(setup: Setup) -> bool:
+    return setup.acquisition.name == "gp_hedge"
+
+
+def _suggest(setup, key, data, q, pending, task, previous, record=None):
     from ppbo.inference.diagnostics import DiagnosticWarning
 
     start = time.perf_counter()
-    if task is None:
+    extra = {}
+    if _is_portfolio(setup):
+        if task is not None:
+            raise ValueError(
+                "acquisition 'gp_hedge' suggests for single-task campaigns; a "
+                f"multi-task campaign asked for task={task}"
+            )
+        X, posterior, extra["hedge"] = _hedge_step(
+            setup, key, data, previous, record, q=q, pending=pending[0]
+        )
+    elif task is None:
         X, posterior = _step(setup, key, data, previous, q=q, pending=pending[0])
     else:
         X, posterior = _suggest_for_task(setup, key, data, q, pending, task, previous)
@@ -208,13 +226,20 @@ def _suggest(setup, key, data, q, pending, task, previous):
     extra = {
         "step_seconds": time.perf_counter() - start,
         "diagnostics": list(report.warnings),
-    }
+    } | extra
     return X, posterior, extra
 
 
+def _step_options(setup) -> dict:
+    discrete = any(not isinstance(d, Real) for d in setup.space.dimensions.values())
+    return {
+        "acquisition_samples": setup.acquisition_samples,
+        "optimizer_options": setup.optimizer_options,
+        "snap": partial(_snap, setup.space) if discrete else None,
+    }
+
+
 def _step(setup, key, data, previous, **options):
-    space = setup.space
-    discrete = any(not isinstance(d, Real) for d in space.dimensions.values())
     result = step(
         key,
         setup.surrogate,
@@ -222,13 +247,26 @@ def _step(setup, key, data, previous, **options):
         setup.acquisition,
         data,
         init=previous,
-        acquisition_samples=setup.acquisition_samples,
         acquisition_options=dict(setup.config.get("acquisition_options") or {}),
-        optimizer_options=setup.optimizer_options,
-        snap=partial(_snap, space) if discrete else None,
+        **_step_options(setup),
         **options,
     )
     return result.X, result.posterior
+
+
+def _hedge_step(setup, key, data, previous, record, **options):
+    result, record = hedge_step(
+        key,
+        setup.surrogate,
+        setup.inference,
+        data,
+        record,
+        options=setup.config.get("acquisition_options"),
+        init=previous,
+        **_step_options(setup),
+        **options,
+    )
+    return result.X, result.posterior, record
 
 
 def _suggest_for_task(setup, key, data, q, pending, task, previous):

@@ -89,7 +89,9 @@ class Optimizer:
             (the default) for a surrogate with its own trainer.
         acquisition: an :class:`~ppbo.acquisition.Acquisition` or its name
             (default: ``"log_ei"``, chosen by measured regret; see
-            benchmarks/README.md. ``"pes"`` is Predictive Entropy Search).
+            benchmarks/README.md. ``"pes"`` is Predictive Entropy Search;
+            ``"gp_hedge"`` the GP-Hedge portfolio of Hoffman et al. (2011), see
+            :mod:`ppbo.campaign.portfolio`).
         direction: ``"minimize"`` (default) or ``"maximize"``.
         initial_design: ``"lhs"`` (default), ``"sobol"``, ``"random"``, or
             ``"sources"`` with ``sources``: the warm start of Feurer et al.
@@ -102,7 +104,8 @@ class Optimizer:
         name: the campaign's unique name in the storage (default: generated).
         acquisition_options: passed to the acquisition (``beta`` for UCB, default
             1; ``{"delta": 0.1}`` gives UCB the Srinivas et al. (2010) schedule at
-            the current round instead).
+            the current round instead; for ``"gp_hedge"``, ``{"acquisitions":
+            [...], "eta": 1.0, "options": {arm: {...}}}``).
         optimizer_options: passed to :func:`ppbo.optimize_acquisition`
             (``num_raw``, ``num_restarts``, ``max_iterations``).
         load_if_exists: load the campaign if ``name`` exists instead of raising.
@@ -176,10 +179,10 @@ class Optimizer:
         n_initial = max(3, 2 * len(space)) if n_initial is None else n_initial
         transfer_options = (meta_features, source_selection, source_selection_options)
         named = (surrogate, inference, acquisition)
+        checks = (acquisition_samples, acquisition_options)
         parts, specs, stored = _components(
-            space, named, sources, transfer_options, initial_design
+            space, named, sources, transfer_options, initial_design, checks
         )
-        check_acquisition(parts["surrogate"], parts["acquisition"], acquisition_samples)
         from ppbo.storage import open_storage
 
         self._storage = open_storage(storage)
@@ -551,9 +554,16 @@ def _create_or_load(storage, name: str, config: dict, load_if_exists: bool):
     return storage.create_campaign(name, config)
 
 
-def _components(space, named, sources, transfer_options, design="lhs"):
+def _components(space, named, sources, transfer_options, design, checks):
     """The campaign's components and specs from the user's names, and what a
-    campaign with sources stores beside them (``sources`` and ``transfer``)."""
+    campaign with sources stores beside them (``sources`` and ``transfer``),
+    checked against ``checks = (acquisition_samples, acquisition_options)``."""
+    parts, specs, stored = _resolved(space, named, sources, transfer_options, design)
+    check_acquisition(parts["surrogate"], parts["acquisition"], *checks)
+    return parts, specs, stored
+
+
+def _resolved(space, named, sources, transfer_options, design="lhs"):
     surrogate, inference, acquisition = named
     sources = validate_sources(sources, space)
     transfer = transfer_config(sources, space, *transfer_options)

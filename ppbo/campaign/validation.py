@@ -105,19 +105,33 @@ def check_arguments(direction, initial_design, n_initial, seed, name) -> None:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
 
 
-def check_acquisition(surrogate, acquisition, acquisition_samples) -> None:
+def check_acquisition(
+    surrogate, acquisition, acquisition_samples, acquisition_options=None
+) -> None:
     """Check that ``surrogate`` offers what ``acquisition`` needs.
+
+    For the GP-Hedge portfolio (``"gp_hedge"``) its options are checked and every
+    base acquisition's needs.
 
     Raises:
         ppbo.MissingCapabilityError: naming the missing capability.
-        ValueError: for ``acquisition_samples`` that is not a positive integer.
+        ValueError: for ``acquisition_samples`` that is not a positive integer, or
+            invalid portfolio options.
 
     Example:
         >>> from ppbo import acquisition
         >>> from ppbo.models import gp
         >>> check_acquisition(gp.surrogate(), acquisition.log_ei, None)
     """
+    from ppbo import acquisition as module
+
     surrogate.require(*acquisition.requires, by=f"acquisition {acquisition.name!r}")
+    if acquisition is module.gp_hedge:
+        from ppbo.campaign.portfolio import check_hedge_options
+
+        for arm in check_hedge_options(acquisition_options)["acquisitions"]:
+            requires = getattr(module, arm).requires
+            surrogate.require(*requires, by=f"acquisition {arm!r} of 'gp_hedge'")
     if acquisition_samples is not None and (
         not _is_int(acquisition_samples) or acquisition_samples < 1
     ):

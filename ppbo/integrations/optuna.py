@@ -237,6 +237,11 @@ class PPBOSampler(BaseSampler):
             raise ValueError(f"seed must be an integer or None, got {seed!r}")
         parts, _ = registry.resolve_components(surrogate, inference, acquisition)
         check_acquisition(parts["surrogate"], parts["acquisition"], acquisition_samples)
+        if parts["acquisition"].name == "gp_hedge":
+            raise ValueError(
+                "acquisition='gp_hedge' needs a ppbo campaign, which stores the "
+                "portfolio's gains with its trials; the sampler takes one acquisition"
+            )
         self._surrogate = parts["surrogate"]
         self._inference = parts["inference"]
         self._acquisition = parts["acquisition"]
