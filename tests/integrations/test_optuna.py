@@ -68,6 +68,8 @@ def test_bad_arguments_name_the_field():
         PPBOSampler(seed=1.5)
     with pytest.raises(ValueError, match="acquisition"):
         PPBOSampler(acquisition="no_such_acquisition")
+    with pytest.raises(ValueError, match="'gp_hedge' needs a ppbo campaign"):
+        PPBOSampler(acquisition="gp_hedge")
 
 
 def test_seeded_studies_propose_the_same_parameters():
