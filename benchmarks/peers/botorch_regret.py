@@ -26,7 +26,7 @@ separate virtual environment next to ppbo, e.g.::
 
 Usage: ``.venv-botorch/bin/python benchmarks/peers/botorch_regret.py
 [--problems branin hartmann6] [--seeds 20] [--first-seed 0] [--budget 60]
-[--out DIR] [--name regret_botorch]``
+[--out DIR] [--name regret_botorch] [--design lhs|sobol]``
 """
 
 from __future__ import annotations
@@ -99,7 +99,27 @@ def botorch_suggest(
     return candidate.detach().reshape(-1).numpy().astype(np.float64)
 
 
-def _done(path: Path) -> dict[tuple[str, int], int]:
+def sobol_then_botorch(seed: int, n_design: int = 3):
+    """BoTorch's loop after ``n_design`` scrambled Sobol points (seeded by ``seed``),
+    the design of BoTorch's tutorials, instead of the runner's Latin hypercube.
+
+    Returns:
+        A suggest function for :func:`ppbo.benchmarks.run_one` with
+        ``n_initial=0``: the Sobol point ``len(X)`` while the design is
+        incomplete, :func:`botorch_suggest` afterwards.
+    """
+    from scipy.stats import qmc
+
+    def suggest(key, problem, X, y):
+        if len(X) < n_design:
+            design = qmc.Sobol(problem.dim, scramble=True, seed=seed).random(n_design)
+            return design[len(X)]
+        return botorch_suggest(key, problem, X, y)
+
+    return suggest
+
+
+def _done(path: Path, method_name: str = METHOD_NAME) -> dict[tuple[str, int], int]:
     """(problem, seed) -> budget of the runs already in ``path``."""
     done: dict[tuple[str, int], int] = {}
     if not path.exists():
@@ -109,7 +129,7 @@ def _done(path: Path) -> dict[tuple[str, int], int]:
             run = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line cut short by an interrupted write
-        if run.get("method") == METHOD_NAME:
+        if run.get("method") == method_name:
             done[(run["problem"], int(run["seed"]))] = int(run["budget"])
     return done
 
@@ -136,14 +156,21 @@ def main(argv: list[str] | None = None) -> None:
         "--out", default=str(Path(__file__).resolve().parent.parent / "results")
     )
     parser.add_argument("--name", default="regret_botorch", help="result file stem")
+    parser.add_argument(
+        "--design",
+        choices=["lhs", "sobol"],
+        default="lhs",
+        help="lhs: the runner's 3-point Latin hypercube (method botorch_qlognei); "
+        "sobol: 3 scrambled Sobol points (method botorch_qlognei_sobol)",
+    )
     args = parser.parse_args(argv)
+    method_name = METHOD_NAME + ("_sobol" if args.design == "sobol" else "")
 
     torch.set_num_threads(1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{args.name}.jsonl"
-    done = _done(path)
-    method = benchmarks.Method(suggest=botorch_suggest)
+    done = _done(path, method_name)
     failed = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         for problem in args.problems:
@@ -155,14 +182,17 @@ def main(argv: list[str] | None = None) -> None:
                         flush=True,
                     )
                 continue
+            suggest, n_initial = botorch_suggest, 3
+            if args.design == "sobol":
+                suggest, n_initial = sobol_then_botorch(seed), 0
             try:
                 run = benchmarks.run_one(
-                    METHOD_NAME,
-                    method,
+                    method_name,
+                    benchmarks.Method(suggest=suggest),
                     problem,
                     seed,
                     args.budget,
-                    n_initial=3,
+                    n_initial=n_initial,
                     noise_var=1e-3,
                 )
             except Exception:  # keep sweeping; a rerun retries the pair
