@@ -26,7 +26,7 @@ separate virtual environment next to ppbo, e.g.::
 
 Usage: ``.venv-botorch/bin/python benchmarks/peers/botorch_regret.py
 [--problems branin hartmann6] [--seeds 20] [--first-seed 0] [--budget 60]
-[--out DIR] [--name regret_botorch] [--design lhs|sobol]``
+[--out DIR] [--name regret_botorch] [--design lhs|sobol] [--noise-var 1e-3]``
 """
 
 from __future__ import annotations
@@ -157,6 +157,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--name", default="regret_botorch", help="result file stem")
     parser.add_argument(
+        "--noise-var",
+        type=float,
+        default=1e-3,
+        help="observation noise variance (0: noise-free observations)",
+    )
+    parser.add_argument(
         "--design",
         choices=["lhs", "sobol"],
         default="lhs",
@@ -193,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
                     seed,
                     args.budget,
                     n_initial=n_initial,
-                    noise_var=1e-3,
+                    noise_var=args.noise_var,
                 )
             except Exception:  # keep sweeping; a rerun retries the pair
                 traceback.print_exc()
