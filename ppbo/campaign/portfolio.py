@@ -171,7 +171,10 @@ def hedge_step(
         ValueError: when ``previous`` names other arms than ``options``.
 
     Example:
-        >>> result, record = hedge_step(key, gp.surrogate(), ppbo.MAP(), data, None)
+        >>> result, record = hedge_step(
+        ...     key, posterior.surrogate, ppbo.MAP(), data, None,
+        ...     optimizer_options={"num_raw": 64},
+        ... )
         >>> record["acquisitions"], len(record["nominees"])
         (['log_ei', 'ucb', 'pi'], 3)
     """
