@@ -82,7 +82,8 @@ def test_gains_add_the_refitted_mean_at_the_previous_nominees():
     opt = _campaign(None, "gains", 7)
     trials = [t for t in opt.get_trials() if t.origin == "model"]
     assert len(trials) == 4
-    assert trials[0].extra["hedge"]["gains"] == [0.0, 0.0, 0.0]
+    assert trials[0].extra["hedge"]["acquisitions"] == ["log_ei", "ucb"]
+    assert trials[0].extra["hedge"]["gains"] == [0.0, 0.0]
     # the record of each ask: its point is the chosen arm's nominee
     for trial in trials:
         record = trial.extra["hedge"]
