@@ -28,10 +28,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ppbo.acquisition.hedge import HedgeState, hedge_choose, hedge_init
+from ppbo.acquisition.hedge import HedgeState, hedge_choose, hedge_init, hedge_update
 from ppbo.campaign.step import Step, step
 from ppbo.data import Dataset
-from ppbo.inference import fit
 from ppbo.surrogate import Posterior, Surrogate
 
 __all__ = [
@@ -186,21 +185,8 @@ def hedge_step(
 
     options = check_hedge_options(options)
     arms = options["acquisitions"]
-    key_fit, _ = jax.random.split(key)
-    posterior = fit(surrogate, data, inference, key_fit, init=init)
-    state = hedge_init(arms, options["eta"])
-    if previous is not None:
-        if tuple(previous["acquisitions"]) != arms:
-            raise ValueError(
-                f"the stored portfolio has arms {previous['acquisitions']}, the "
-                f"campaign's options {list(arms)}"
-            )
-        nominees = np.asarray(previous["nominees"], dtype=np.float64)
-        rewards, _ = posterior.predict_marginal(nominees)
-        gains = np.asarray(previous["gains"], np.float64) + np.asarray(rewards)
-        state = HedgeState(arms, jnp.asarray(gains), state.eta)
-    results = []
-    for arm in arms:
+    results: list[Step] = []
+    for arm in arms:  # the first arm's step fits; the others reuse its posterior
         results.append(
             step(
                 key,
@@ -208,10 +194,24 @@ def hedge_step(
                 inference,
                 getattr(module, arm),
                 data,
-                fitted=posterior,
+                init=init,
+                fitted=results[0].posterior if results else None,
                 acquisition_options=options["options"].get(arm),
                 **step_options,
             )
+        )
+    state = hedge_init(arms, options["eta"])
+    if previous is not None:
+        if tuple(previous["acquisitions"]) != arms:
+            raise ValueError(
+                f"the stored portfolio has arms {previous['acquisitions']}, the "
+                f"campaign's options {list(arms)}"
+            )
+        gains = jnp.asarray(previous["gains"], dtype=jnp.float64)
+        state = hedge_update(
+            HedgeState(arms, gains, state.eta),
+            results[0].posterior,
+            np.asarray(previous["nominees"], dtype=np.float64),
         )
     nominees = np.stack([result.X[0] for result in results])
     index, _ = hedge_choose(jax.random.fold_in(key, 1), state, nominees)
