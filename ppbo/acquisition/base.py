@@ -253,6 +253,10 @@ class Acquisition:
         num_samples: how many evenly spaced hyperparameter samples a campaign
             (:class:`ppbo.Optimizer`) averages it over by default (None: all);
             :func:`evaluate` itself always uses every sample it is given.
+        repeat_samples: whether a posterior with fewer samples than
+            ``num_samples`` (MAP's one) is repeated up to it: PES and ES draw one
+            maximiser per sample, so repetition gives them more draws; noisy EI
+            draws its incumbents per evaluation, so for it a repeat only adds cost.
         requires: the :class:`~ppbo.Capability` values it needs from the
             surrogate; :func:`bind` refuses a surrogate that lacks one with a
             :class:`~ppbo.MissingCapabilityError` naming it.
@@ -274,6 +278,7 @@ class Acquisition:
     prepare: Callable[..., Any] | None = None
     stochastic: bool = False
     num_samples: int | None = None
+    repeat_samples: bool = True
     requires: tuple[Capability, ...] = ()
     draws_sample: bool = False
 

@@ -34,8 +34,10 @@ Only target rows enter ``f_n`` (padding and source tasks are excluded, as for
 the surrogate's joint predictive covariance (``predict_joint``), so it works for
 every surrogate that declares :attr:`ppbo.Capability.PREDICT_JOINT`. Averaged over
 hyperparameter samples with log-mean-exp like log-EI; a campaign averages it over
-16 evenly spaced samples (as PES), since each evaluation holds the joint
-covariance of the observed inputs and the candidates for every sample.
+at most 16 evenly spaced samples, since each evaluation holds the joint
+covariance of the observed inputs and the candidates for every sample (a MAP
+posterior's one sample is not repeated, as PES's is: the draws of ``f_n`` are
+per evaluation, so a repeat would only multiply the work).
 
 Options: ``key`` (required; the scrambling of the draws of ``f_n``),
 ``num_draws=512`` (static; BoTorch's default for qLogNEI), ``min_var`` (as for
@@ -191,6 +193,7 @@ log_nei = Acquisition(
     prepare=_prepare_draws,
     stochastic=True,
     num_samples=16,
+    repeat_samples=False,
     requires=(Capability.PREDICT_JOINT,),
 )
 

@@ -87,7 +87,8 @@ def step(
             spaced posterior samples (default: its own ``num_samples``, e.g. 16
             for PES; when it has none, :data:`ACQUISITION_SAMPLES` of a posterior
             that has more, all of a smaller one); fewer are repeated
-            (:meth:`ppbo.Posterior.thin`).
+            (:meth:`ppbo.Posterior.thin`) unless the acquisition says
+            ``repeat_samples=False`` (noisy EI).
         acquisition_options: static options of the acquisition.
         optimizer_options: passed to :func:`ppbo.optimize_acquisition`
             (``num_raw``, ``num_restarts``, ``max_iterations`` ...).
@@ -116,7 +117,10 @@ def step(
     if posterior is None:
         posterior = fit(surrogate, data, inference, key_fit, init=init)
     scored = posterior if transform is None else transform(posterior)
-    scored = _thinned(scored, acquisition_samples or acquisition.num_samples)
+    num = acquisition_samples or acquisition.num_samples
+    if num and not acquisition.repeat_samples:
+        num = min(num, scored.num_samples)
+    scored = _thinned(scored, num)
     options = _acquisition_options(acquisition, acquisition_options, data)
     if pending is not None and len(pending) == 0:
         pending = None

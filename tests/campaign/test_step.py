@@ -221,3 +221,38 @@ def test_acquisition_averages_over_sixteen_samples_unless_told(
     assert scored.num_samples == expected
     index = (np.arange(expected) * num_samples) // expected
     np.testing.assert_array_equal(scored.samples["noise"], marker[index])
+
+
+@pytest.mark.parametrize(
+    ("acquisition", "num_samples", "expected"),
+    [("log_nei", 1, 1), ("log_nei", 40, 16), ("pes", 1, 16)],
+)
+def test_noisy_ei_does_not_repeat_a_smaller_posterior(
+    acquisition, num_samples, expected, monkeypatch
+):
+    # PES repeats MAP's one sample to draw 16 maximisers; noisy EI draws its
+    # incumbents per evaluation, so it averages over at most its 16 samples
+    from ppbo.campaign import step as step_module
+    from ppbo.models import gp
+
+    seen = []
+
+    def spy(acquisition, posterior, key, **kwargs):
+        seen.append(posterior)
+        return np.zeros((1, 2)), np.zeros(1)
+
+    monkeypatch.setattr(step_module, "optimize_acquisition", spy)
+    X = np.random.default_rng(0).random((6, 2))
+    data = ppbo.Dataset(X, np.sin(3 * X).sum(axis=1))
+    surrogate = gp.surrogate()
+    posterior = ppbo.fit(surrogate, data, ppbo.MAP(), jax.random.key(0))
+    step(
+        jax.random.key(1),
+        surrogate,
+        ppbo.MAP(),
+        getattr(ppbo.acquisition, acquisition),
+        data,
+        fitted=posterior.thin(num_samples),
+    )
+    (scored,) = seen
+    assert scored.num_samples == expected
