@@ -86,9 +86,8 @@ def step(
         acquisition_samples: the acquisition averages over this many evenly
             spaced posterior samples (default: its own ``num_samples``, e.g. 16
             for PES; when it has none, :data:`ACQUISITION_SAMPLES` of a posterior
-            that has more, all of a smaller one); fewer are repeated
-            (:meth:`ppbo.Posterior.thin`) unless the acquisition says
-            ``repeat_samples=False`` (noisy EI).
+            that has more, all of a smaller one); fewer are repeated unless the
+            acquisition has ``repeat_samples=False`` (noisy EI).
         acquisition_options: static options of the acquisition.
         optimizer_options: passed to :func:`ppbo.optimize_acquisition`
             (``num_raw``, ``num_restarts``, ``max_iterations`` ...).
@@ -117,10 +116,7 @@ def step(
     if posterior is None:
         posterior = fit(surrogate, data, inference, key_fit, init=init)
     scored = posterior if transform is None else transform(posterior)
-    num = acquisition_samples or acquisition.num_samples
-    if num and not acquisition.repeat_samples:
-        num = min(num, scored.num_samples)
-    scored = _thinned(scored, num)
+    scored = _thinned(scored, acquisition, acquisition_samples)
     options = _acquisition_options(acquisition, acquisition_options, data)
     if pending is not None and len(pending) == 0:
         pending = None
@@ -143,9 +139,13 @@ def step(
     return Step(X=X, values=values, posterior=posterior)
 
 
-def _thinned(posterior: Posterior, num: int | None) -> Posterior:
+def _thinned(posterior: Posterior, acquisition, given: int | None) -> Posterior:
     # the samples the acquisition averages over: ``num`` evenly spaced ones when
-    # asked for, else ACQUISITION_SAMPLES of a larger posterior, else all
+    # asked for (at most all of them where repeats only add work), else
+    # ACQUISITION_SAMPLES of a larger posterior, else all
+    num = given or acquisition.num_samples
+    if num and not acquisition.repeat_samples:
+        num = min(num, posterior.num_samples)
     if num:
         return posterior.thin(num)
     if posterior.num_samples > ACQUISITION_SAMPLES:
