@@ -180,6 +180,40 @@ def test_discrete_points_are_chosen_by_their_snapped_acquisition_value(q):
     assert len({float(x[0]) for x in result.X}) == q
 
 
+def _map_posterior():
+    from ppbo.models import gp
+
+    X = np.random.default_rng(0).random((6, 2))
+    data = ppbo.Dataset(X, np.sin(3 * X).sum(axis=1))
+    surrogate = gp.surrogate()
+    return surrogate, data, ppbo.fit(surrogate, data, ppbo.MAP(), jax.random.key(0))
+
+
+def _scored(monkeypatch, setup, acquisition, fitted, acquisition_samples=None):
+    """The posterior a step hands to the acquisition optimiser (spied on)."""
+    from ppbo.campaign import step as step_module
+
+    seen = []
+
+    def spy(acquisition, posterior, key, **kwargs):
+        seen.append(posterior)
+        return np.zeros((1, 2)), np.zeros(1)
+
+    monkeypatch.setattr(step_module, "optimize_acquisition", spy)
+    surrogate, data, _ = setup
+    step(
+        jax.random.key(1),
+        surrogate,
+        ppbo.MAP(),
+        acquisition,
+        data,
+        fitted=fitted,
+        acquisition_samples=acquisition_samples,
+    )
+    (scored,) = seen
+    return scored
+
+
 @pytest.mark.parametrize(
     ("num_samples", "given", "expected"),
     [(40, None, 16), (8, None, 8), (40, 32, 32), (1, None, 1)],
@@ -190,34 +224,13 @@ def test_acquisition_averages_over_sixteen_samples_unless_told(
     # An acquisition without its own num_samples averages over 16 evenly spaced
     # samples of a larger posterior and over all of a smaller one (MAP is not
     # repeated); the campaign's acquisition_samples overrides both.
-    from ppbo.campaign import step as step_module
-    from ppbo.models import gp
-
-    seen = []
-
-    def spy(acquisition, posterior, key, **kwargs):
-        seen.append(posterior)
-        return np.zeros((1, 2)), np.zeros(1)
-
-    monkeypatch.setattr(step_module, "optimize_acquisition", spy)
-    X = np.random.default_rng(0).random((6, 2))
-    data = ppbo.Dataset(X, np.sin(3 * X).sum(axis=1))
-    surrogate = gp.surrogate()
-    posterior = ppbo.fit(surrogate, data, ppbo.MAP(), jax.random.key(0))
+    setup = _map_posterior()
+    posterior = setup[2]
     # the MAP sample repeated, each copy marked by its index in its noise value
     many = posterior.thin(num_samples)
     marker = np.arange(num_samples, dtype=np.float64)
     posterior = many._replace(samples={**many.samples, "noise": marker})
-    step(
-        jax.random.key(1),
-        surrogate,
-        ppbo.MAP(),
-        ppbo.acquisition.log_ei,
-        data,
-        fitted=posterior,
-        acquisition_samples=given,
-    )
-    (scored,) = seen
+    scored = _scored(monkeypatch, setup, ppbo.acquisition.log_ei, posterior, given)
     assert scored.num_samples == expected
     index = (np.arange(expected) * num_samples) // expected
     np.testing.assert_array_equal(scored.samples["noise"], marker[index])
@@ -232,27 +245,7 @@ def test_noisy_ei_does_not_repeat_a_smaller_posterior(
 ):
     # PES repeats MAP's one sample to draw 16 maximisers; noisy EI draws its
     # incumbents per evaluation, so it averages over at most its 16 samples
-    from ppbo.campaign import step as step_module
-    from ppbo.models import gp
-
-    seen = []
-
-    def spy(acquisition, posterior, key, **kwargs):
-        seen.append(posterior)
-        return np.zeros((1, 2)), np.zeros(1)
-
-    monkeypatch.setattr(step_module, "optimize_acquisition", spy)
-    X = np.random.default_rng(0).random((6, 2))
-    data = ppbo.Dataset(X, np.sin(3 * X).sum(axis=1))
-    surrogate = gp.surrogate()
-    posterior = ppbo.fit(surrogate, data, ppbo.MAP(), jax.random.key(0))
-    step(
-        jax.random.key(1),
-        surrogate,
-        ppbo.MAP(),
-        getattr(ppbo.acquisition, acquisition),
-        data,
-        fitted=posterior.thin(num_samples),
-    )
-    (scored,) = seen
+    setup = _map_posterior()
+    acquisition = getattr(ppbo.acquisition, acquisition)
+    scored = _scored(monkeypatch, setup, acquisition, setup[2].thin(num_samples))
     assert scored.num_samples == expected
