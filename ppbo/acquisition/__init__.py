@@ -5,7 +5,7 @@
 """
 
 from ppbo.acquisition import rff
-from ppbo.acquisition.analytic import ei, log_ei, pi, ucb, ucb_beta
+from ppbo.acquisition.analytic import ei, log_ei, pi, ucb, ucb_beta, variance
 from ppbo.acquisition.base import (
     Acquisition,
     Bound,
@@ -34,6 +34,7 @@ __all__ = [
     "log_jei",
     "ucb",
     "ucb_beta",
+    "variance",
     "kg",
     "es",
     "monte_carlo_information_gain",

@@ -1,4 +1,4 @@
-"""Closed-form acquisitions of a Gaussian predictive: PI, EI, log-EI and GP-UCB.
+"""Closed-form acquisitions of a Gaussian predictive: PI, EI, log-EI, GP-UCB, variance.
 
 Each acquisition reads one posterior sample's latent (noise-free) predictive mean
 ``mu`` and standard deviation ``sigma`` at the candidates and returns one value per
@@ -10,7 +10,8 @@ samples (log-EI with log-mean-exp). With the incumbent ``best_f`` and the margin
     z = \\frac{\\mu(x) - f^+ - \\xi}{\\sigma(x)}, \\qquad
     \\mathrm{PI} = \\Phi(z), \\qquad
     \\mathrm{EI} = \\sigma\\, h(z), \\quad h(z) = z\\,\\Phi(z) + \\varphi(z), \\qquad
-    \\mathrm{UCB} = \\mu + \\sqrt{\\beta}\\, \\sigma .
+    \\mathrm{UCB} = \\mu + \\sqrt{\\beta}\\, \\sigma, \\qquad
+    \\log \\mathrm{Var} = \\log \\sigma^2 .
 
 Options (all acquisitions take ``min_var``):
 
@@ -23,6 +24,8 @@ Options (all acquisitions take ``min_var``):
 - ``ucb``: ``beta`` (a fixed value), or ``t`` (the iteration, from 1) with
   ``delta=0.1`` for the schedule of :func:`ucb_beta` (``size=`` for Theorem 1 of
   Srinivas et al., otherwise Theorem 2 with ``a``, ``b``, ``r``).
+- ``variance``: none; its log is averaged with log-mean-exp, so the marginalised
+  value is the log of the latent variance averaged over the samples.
 - ``min_var=1e-18``: the predictive variance is floored,
   ``sigma = sqrt(max(var, min_var))``, so that ``sigma`` and its gradient stay finite
   where the variance vanishes (observed noise-free points). Outputs are
@@ -44,6 +47,9 @@ References:
     Srinivas, Krause, Kakade and Seeger (2010), "Gaussian process optimization in
     the bandit setting: no regret and experimental design", Algorithm 1 and
     Theorems 1-2 (GP-UCB).
+    MacKay (1992), "Information-based objective functions for active data
+    selection", Neural Computation 4(4), section 4 (the largest predictive
+    variance as the most informative point for a Gaussian model; ``variance``).
     Abramowitz and Stegun (1964), "Handbook of mathematical functions", 7.1.23
     (the asymptotic series of erfc used for very negative z).
 """
@@ -64,7 +70,9 @@ from ppbo.acquisition.base import (
     prepare_incumbents,
 )
 
-__all__ = ["pi", "ei", "log_ei", "ucb", "ucb_beta", "log_h", "MIN_VARIANCE"]
+__all__ = [
+    "pi", "ei", "log_ei", "ucb", "ucb_beta", "variance", "log_h", "MIN_VARIANCE",
+]  # fmt: skip
 
 #: Default floor of the predictive variance (standardised output units).
 MIN_VARIANCE = 1e-18
@@ -313,16 +321,47 @@ def _upper_confidence_bound(
     return mean + jnp.sqrt(beta) * _sigma(var, min_var)
 
 
+def _log_variance(
+    sample: Sample, X: jax.Array, *, min_var: Any = MIN_VARIANCE
+) -> jax.Array:
+    """Log of the latent predictive variance, ``log max(var, min_var)``, (m,).
+
+    Maximising it samples where the model is least certain (MacKay 1992): pure
+    exploration, which the campaign step falls back to when the expected
+    improvement is negligible everywhere.
+
+    Example:
+        >>> from ppbo.acquisition.base import evaluate
+        >>> X = np.array([[0.5, 0.5]])
+        >>> _, var = posterior.predict(X)
+        >>> bool(jnp.allclose(evaluate(variance, posterior, X), jnp.log(var[0])))
+        True
+    """
+    _, var = sample.predict(X)
+    return jnp.log(jnp.maximum(var, min_var))
+
+
 #: Probability of improvement (Kushner 1964); options ``best_f``, ``xi``.
 pi = Acquisition("pi", _probability_of_improvement, prepare=prepare_incumbents)
 
 #: Expected improvement (Jones et al. 1998); options ``best_f``, ``xi``.
-ei = Acquisition("ei", _expected_improvement, prepare=prepare_incumbents)
+ei = Acquisition(
+    "ei", _expected_improvement, prepare=prepare_incumbents, improvement=True
+)
 
 #: Log expected improvement (Ament et al. 2023), averaged with log-mean-exp.
 log_ei = Acquisition(
-    "log_ei", _log_expected_improvement, log_space=True, prepare=prepare_incumbents
+    "log_ei",
+    _log_expected_improvement,
+    log_space=True,
+    prepare=prepare_incumbents,
+    improvement=True,
 )
 
 #: GP-UCB (Srinivas et al. 2010); options ``beta`` or ``t``/``delta``/``size``.
 ucb = Acquisition("ucb", _upper_confidence_bound)
+
+#: Latent predictive variance (MacKay 1992), averaged over samples; pure
+#: exploration, and the campaign step's fallback when the expected improvement is
+#: negligible everywhere (:data:`ppbo.campaign.step.EXPLORE_BELOW`).
+variance = Acquisition("variance", _log_variance, log_space=True)

@@ -265,6 +265,10 @@ class Acquisition:
             of averaging over samples, :func:`bind` draws the sample's index from
             ``key`` and evaluates the acquisition on that sample alone, so
             per-sample values have shape (1, m). Needs ``stochastic=True``.
+        improvement: its values are an expected improvement of the standardised
+            outputs (their log when ``log_space``), so that a small maximum means
+            the model expects little gain anywhere; the campaign step then
+            explores instead (:data:`ppbo.campaign.step.EXPLORE_BELOW`).
 
     Example:
         >>> def mean_acquisition(sample, X):
@@ -281,6 +285,7 @@ class Acquisition:
     repeat_samples: bool = True
     requires: tuple[Capability, ...] = ()
     draws_sample: bool = False
+    improvement: bool = False
 
     def __post_init__(self) -> None:
         if self.draws_sample and not self.stochastic:

@@ -195,6 +195,7 @@ log_nei = Acquisition(
     num_samples=16,
     repeat_samples=False,
     requires=(Capability.PREDICT_JOINT,),
+    improvement=True,
 )
 
 
@@ -240,4 +241,5 @@ log_jei = Acquisition(
     log_space=True,
     prepare=prepare_incumbent_inputs,
     requires=(Capability.PREDICT_JOINT,),
+    improvement=True,
 )

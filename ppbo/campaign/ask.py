@@ -217,7 +217,10 @@ def _suggest(setup, key, data, q, pending, task, previous, record=None):
             setup, key, data, previous, record, q=q, pending=pending[0]
         )
     elif task is None:
-        X, posterior = _step(setup, key, data, previous, q=q, pending=pending[0])
+        result = _step(setup, key, data, previous, q=q, pending=pending[0])
+        X, posterior = result.X, result.posterior
+        if result.explored:
+            extra["explored"] = True
     else:
         X, posterior = _suggest_for_task(setup, key, data, q, pending, task, previous)
     with warnings.catch_warnings():
@@ -240,7 +243,7 @@ def _step_options(setup) -> dict:
 
 
 def _step(setup, key, data, previous, **options):
-    result = step(
+    return step(
         key,
         setup.surrogate,
         setup.inference,
@@ -251,7 +254,6 @@ def _step(setup, key, data, previous, **options):
         **_step_options(setup),
         **options,
     )
-    return result.X, result.posterior
 
 
 def _hedge_step(setup, key, data, previous, record, **options):
@@ -278,9 +280,8 @@ def _suggest_for_task(setup, key, data, q, pending, task, previous):
     chosen, posterior = [], None
     for key_i in keys:
         view = partial(_believed_view, points=points, tasks=tasks, task=task)
-        X, posterior = _step(
-            setup, key_i, data, previous, fitted=posterior, transform=view
-        )
+        result = _step(setup, key_i, data, previous, fitted=posterior, transform=view)
+        X, posterior = result.X, result.posterior
         chosen.append(X[0])
         points, tasks = points + [X[0]], tasks + [task]
     return np.stack(chosen), posterior

@@ -6,6 +6,7 @@ computes anything, so bad input never reaches the storage or a compiled function
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -126,6 +127,7 @@ def check_acquisition(
     from ppbo import acquisition as module
 
     surrogate.require(*acquisition.requires, by=f"acquisition {acquisition.name!r}")
+    check_explore_below(dict(acquisition_options or {}).get("explore_below"))
     if acquisition is module.gp_hedge:
         from ppbo.campaign.portfolio import check_hedge_options
 
@@ -139,6 +141,32 @@ def check_acquisition(
             "acquisition_samples must be a positive integer or None, got "
             f"{acquisition_samples!r}"
         )
+
+
+def check_explore_below(value: Any) -> float | None:
+    """Return ``acquisition_options["explore_below"]``: a positive number or None.
+
+    Example:
+        >>> check_explore_below(1e-3), check_explore_below(None)
+        (0.001, None)
+        >>> check_explore_below(-1)
+        Traceback (most recent call last):
+        ...
+        ValueError: acquisition_options['explore_below'] must be a positive ... got -1
+    """
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(
+            "acquisition_options['explore_below'] must be a positive number or None "
+            f"(off), got {value!r}"
+        )
+    return float(value)
 
 
 def check_count(n: Any) -> int:
