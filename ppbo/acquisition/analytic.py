@@ -327,8 +327,8 @@ def _log_variance(
     """Log of the latent predictive variance, ``log max(var, min_var)``, (m,).
 
     Maximising it samples where the model is least certain (MacKay 1992): pure
-    exploration, which the campaign step falls back to when the expected
-    improvement is negligible everywhere.
+    exploration, which the campaign step falls back to when an improvement
+    acquisition would all but repeat an observed input for a negligible gain.
 
     Example:
         >>> from ppbo.acquisition.base import evaluate
@@ -362,6 +362,6 @@ log_ei = Acquisition(
 ucb = Acquisition("ucb", _upper_confidence_bound)
 
 #: Latent predictive variance (MacKay 1992), averaged over samples; pure
-#: exploration, and the campaign step's fallback when the expected improvement is
-#: negligible everywhere (:data:`ppbo.campaign.step.EXPLORE_BELOW`).
+#: exploration, and the campaign step's fallback when an improvement acquisition
+#: stalls (:data:`ppbo.campaign.step.EXPLORE_BELOW`).
 variance = Acquisition("variance", _log_variance, log_space=True)

@@ -266,9 +266,9 @@ class Acquisition:
             ``key`` and evaluates the acquisition on that sample alone, so
             per-sample values have shape (1, m). Needs ``stochastic=True``.
         improvement: its values are an expected improvement of the standardised
-            outputs (their log when ``log_space``), so that a small maximum means
-            the model expects little gain anywhere; the campaign step then
-            explores instead (:data:`ppbo.campaign.step.EXPLORE_BELOW`).
+            outputs (their log when ``log_space``), so that the campaign step can
+            tell a negligible one and explore instead
+            (:data:`ppbo.campaign.step.EXPLORE_BELOW`).
 
     Example:
         >>> def mean_acquisition(sample, X):

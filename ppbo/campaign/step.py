@@ -28,7 +28,8 @@ from ppbo.optimize import optimize_acquisition
 from ppbo.surrogate import Posterior, Surrogate
 
 __all__ = [
-    "ACQUISITION_SAMPLES", "EXPLORE_BELOW", "Step", "step", "Suggestion", "suggest",
+    "ACQUISITION_SAMPLES", "EXPLORE_BELOW", "EXPLORE_WITHIN", "Step", "step",
+    "Suggestion", "suggest",
 ]  # fmt: skip
 
 
@@ -40,9 +41,10 @@ class Step(NamedTuple):
         values: their acquisition values, shape (q,).
         posterior: the fitted posterior (before thinning or ``transform``); pass
             it as ``init`` to the next step for a warm start.
-        explored: the expected improvement was negligible everywhere, so ``X``
-            maximises the posterior variance instead (:data:`EXPLORE_BELOW`) and
-            ``values`` are its log variances.
+        explored: the acquisition's best point all but repeated an observed
+            input for a negligible expected improvement, so ``X`` maximises the
+            posterior variance instead (:data:`EXPLORE_BELOW`) and ``values`` are
+            its log variances.
     """
 
     X: np.ndarray
@@ -61,17 +63,23 @@ class Step(NamedTuple):
 ACQUISITION_SAMPLES = 16
 
 #: The step's exploration rule for improvement acquisitions (EI, log-EI, noisy EI):
-#: when the largest expected improvement is below this many standard deviations of
-#: the observed outputs, the model holds the search converged (Jones, Schonlau and
-#: Welch 1998 stop EGO when the expected improvement falls below 1% of the best
-#: value), and the step evaluates the point of largest posterior variance
-#: (:data:`ppbo.acquisition.variance`, MacKay 1992) instead of refining on. Without
-#: it, noise-free Forrester kept 6 of 20 campaigns in its local minimum for 30
-#: evaluations, proposing points within 1e-5 of each other; with it none (with
-#: 3e-4 one, and two more escaped late), while on noise-free Branin it fired once
-#: in 20 campaigns (benchmarks/README.md, "The exploration rule").
-#: ``acquisition_options={"explore_below": None}`` turns it off, a number moves it.
+#: when the best point's expected improvement is below this many standard
+#: deviations of the observed outputs AND the point lies within
+#: :data:`EXPLORE_WITHIN` of an observed input, the step would spend an evaluation
+#: all but repeating a known point for an improvement its model holds negligible
+#: (Jones, Schonlau and Welch 1998 stop EGO once the expected improvement falls
+#: below 1% of the best value); it evaluates the point of largest posterior
+#: variance instead (:data:`ppbo.acquisition.variance`, MacKay 1992). Without the
+#: rule noise-free Forrester kept 6 of 20 campaigns in its local minimum for 30
+#: evaluations, proposing points within 1e-5 of each other; the improvement test
+#: alone freed them but also stopped Branin's late refinement (benchmarks/README.md,
+#: "The exploration rule"). ``acquisition_options={"explore_below": None}`` turns
+#: the rule off, a number moves the threshold.
 EXPLORE_BELOW = 1e-3
+
+#: The distance in the unit cube within which the rule counts a suggested point as
+#: repeating an observed input (see :data:`EXPLORE_BELOW`).
+EXPLORE_WITHIN = 1e-4
 
 
 def step(
@@ -112,8 +120,8 @@ def step(
             acquisition has ``repeat_samples=False`` (noisy EI).
         acquisition_options: static options of the acquisition, and
             ``explore_below`` (default :data:`EXPLORE_BELOW`; None: off): an
-            improvement acquisition whose best value is below it gives way to the
-            posterior variance for this step.
+            improvement acquisition whose best point is below it and next to an
+            observed input gives way to the posterior variance for this step.
         optimizer_options: passed to :func:`ppbo.optimize_acquisition`
             (``num_raw``, ``num_restarts``, ``max_iterations`` ...).
         fitted: a posterior already fitted to ``data``; skips the fit (the
@@ -148,7 +156,7 @@ def step(
     optimizer_options = dict(optimizer_options or {})
     maximise = partial(optimize_acquisition, posterior=scored, key=key_opt, q=q)
     X, values = maximise(acquisition, pending=pending, **optimizer_options, **options)
-    explored = _converged(acquisition, values, explore_below)
+    explored = _converged(acquisition, X, values, data, explore_below)
     if explored:
         acquisition, options = _acquisition_module.variance, {}
         X, values = maximise(acquisition, pending=pending, **optimizer_options)
@@ -166,16 +174,21 @@ def _as_pending(pending) -> np.ndarray | None:
     return np.asarray(pending, dtype=np.float64)
 
 
-def _converged(acquisition, values, threshold) -> bool:
-    # EXPLORE_BELOW's rule: the best expected improvement (in standardised units)
-    # of an improvement acquisition is below the threshold
+def _converged(acquisition, X, values, data: Dataset, threshold) -> bool:
+    # EXPLORE_BELOW's rule: the best point (the first of a batch) all but repeats
+    # an observed input, and its expected improvement (standardised units) is
+    # below the threshold
     if threshold is None or not acquisition.improvement:
         return False
     values = np.asarray(values, dtype=np.float64)
-    if np.all(np.isnan(values)):
+    if np.isnan(values[0]):
         return False
-    best = float(np.nanmax(values))
-    return best < (math.log(threshold) if acquisition.log_space else threshold)
+    observed = np.asarray(data.X)[np.asarray(data.mask)]
+    if len(observed) == 0:
+        return False
+    nearest = float(np.min(np.linalg.norm(observed - np.asarray(X)[0], axis=1)))
+    cut = math.log(threshold) if acquisition.log_space else threshold
+    return nearest < EXPLORE_WITHIN and float(values[0]) < cut
 
 
 def _thinned(posterior: Posterior, acquisition, given: int | None) -> Posterior:

@@ -8,7 +8,8 @@ import ppbo
 from ppbo import benchmarks
 from ppbo.acquisition import evaluate
 from ppbo.benchmarks.campaign import problem_space
-from ppbo.campaign.step import EXPLORE_BELOW, _converged, step
+from ppbo.campaign import step as step_module
+from ppbo.campaign.step import EXPLORE_BELOW, EXPLORE_WITHIN, _converged, step
 from ppbo.models import gp
 
 SETTINGS = {"num_raw": 256, "num_restarts": 4}
@@ -48,30 +49,37 @@ def test_variance_is_the_log_of_the_dense_posterior_variance():
 
 
 @pytest.mark.parametrize(
-    ("acquisition", "values", "threshold", "expected"),
+    ("acquisition", "x", "values", "threshold", "expected"),
     [
-        ("log_ei", [np.log(1e-4)], 3e-4, True),
-        ("log_ei", [np.log(1e-4), np.log(1e-3)], 3e-4, False),  # best of a batch
-        ("log_ei", [np.log(1e-4)], None, False),  # switched off
-        ("log_ei", [-np.inf], 3e-4, True),  # EI underflowed everywhere
-        ("log_ei", [np.nan], 3e-4, False),
-        ("ei", [1e-4], 3e-4, True),  # not in log space
-        ("ei", [1e-3], 3e-4, False),
-        ("log_nei", [np.log(1e-5)], 3e-4, True),
-        ("ucb", [-10.0], 3e-4, False),  # not an improvement
-        ("pes", [1e-9], 3e-4, False),
+        ("log_ei", 0.5 + 5e-5, [np.log(1e-4)], 3e-4, True),
+        ("log_ei", 0.5 + 5e-4, [np.log(1e-4)], 3e-4, False),  # a new point
+        ("log_ei", 0.5, [np.log(1e-3)], 3e-4, False),  # a real improvement
+        ("log_ei", 0.5, [np.log(1e-4), np.log(1e-3)], 3e-4, True),  # batch: first
+        ("log_ei", 0.5, [np.log(1e-4)], None, False),  # switched off
+        ("log_ei", 0.5, [-np.inf], 3e-4, True),  # EI underflowed
+        ("log_ei", 0.5, [np.nan], 3e-4, False),
+        ("ei", 0.5, [1e-4], 3e-4, True),  # not in log space
+        ("ei", 0.5, [1e-3], 3e-4, False),
+        ("log_nei", 0.5, [np.log(1e-5)], 3e-4, True),
+        ("ucb", 0.5, [-10.0], 3e-4, False),  # not an improvement
+        ("pes", 0.5, [1e-9], 3e-4, False),
     ],
 )
-def test_the_rule_compares_the_best_improvement_with_the_threshold(
-    acquisition, values, threshold, expected
+def test_the_rule_needs_a_repeated_input_and_a_negligible_improvement(
+    acquisition, x, values, threshold, expected
 ):
+    data = ppbo.Dataset(np.array([[0.1], [0.5], [0.9]]), np.zeros(3))
     acquisition = getattr(ppbo.acquisition, acquisition)
-    assert _converged(acquisition, np.array(values), threshold) is expected
+    X = np.full((len(values), 1), x)
+    assert _converged(acquisition, X, np.array(values), data, threshold) is expected
+    assert EXPLORE_WITHIN == 1e-4  # the distances above are chosen around it
 
 
-def test_a_converged_step_suggests_the_point_of_largest_variance():
+def test_a_converged_step_suggests_the_point_of_largest_variance(monkeypatch):
     # a smooth function observed without noise on a grid with one wide gap: the
-    # expected improvement is small everywhere, the variance largest in the gap
+    # expected improvement is small everywhere, the variance largest in the gap;
+    # any distance counts as a repeat here, so only the threshold decides
+    monkeypatch.setattr(step_module, "EXPLORE_WITHIN", 1.0)
     X = np.concatenate([np.linspace(0.0, 0.45, 10), np.linspace(0.75, 1.0, 6)])
     data, posterior = _fitted(X, -((X - 0.2) ** 2))
     key = jax.random.key(2)
@@ -106,7 +114,8 @@ def test_a_converged_step_suggests_the_point_of_largest_variance():
     np.testing.assert_allclose(np.exp(explored.values[0]), variance.max(), rtol=1e-4)
 
 
-def test_a_step_with_real_improvement_left_does_not_explore():
+def test_a_step_with_real_improvement_left_does_not_explore(monkeypatch):
+    monkeypatch.setattr(step_module, "EXPLORE_WITHIN", 1.0)  # only EI decides
     X = np.array([0.1, 0.5, 0.9])
     data, posterior = _fitted(X, np.sin(6 * X))
     result = step(
