@@ -156,7 +156,7 @@ def step(
     optimizer_options = dict(optimizer_options or {})
     maximise = partial(optimize_acquisition, posterior=scored, key=key_opt, q=q)
     X, values = maximise(acquisition, pending=pending, **optimizer_options, **options)
-    explored = _converged(acquisition, X, values, data, explore_below)
+    explored = _converged(acquisition, X, values, scored.data, explore_below)
     if explored:
         acquisition, options = _acquisition_module.variance, {}
         X, values = maximise(acquisition, pending=pending, **optimizer_options)
@@ -176,14 +176,14 @@ def _as_pending(pending) -> np.ndarray | None:
 
 def _converged(acquisition, X, values, data: Dataset, threshold) -> bool:
     # EXPLORE_BELOW's rule: the best point (the first of a batch) all but repeats
-    # an observed input, and its expected improvement (standardised units) is
-    # below the threshold
+    # an observed target input (source rows do not count), and its expected
+    # improvement (standardised units) is below the threshold
     if threshold is None or not acquisition.improvement:
         return False
     values = np.asarray(values, dtype=np.float64)
     if np.isnan(values[0]):
         return False
-    observed = np.asarray(data.X)[np.asarray(data.mask)]
+    observed = np.asarray(data.X)[np.asarray(data.target_mask)]
     if len(observed) == 0:
         return False
     nearest = float(np.min(np.linalg.norm(observed - np.asarray(X)[0], axis=1)))

@@ -75,6 +75,15 @@ def test_the_rule_needs_a_repeated_input_and_a_negligible_improvement(
     assert EXPLORE_WITHIN == 1e-4  # the distances above are chosen around it
 
 
+def test_only_the_targets_own_inputs_count_as_repeated():
+    # the rows of a source task (``source >= 0``) are not evaluations of the target
+    data = ppbo.Dataset(np.array([[0.1], [0.5], [0.9]]), np.zeros(3), source=[0, -1, 1])
+    log_ei, value = ppbo.acquisition.log_ei, np.array([np.log(1e-6)])
+    assert _converged(log_ei, np.array([[0.5 + 5e-5]]), value, data, 1e-3)
+    assert not _converged(log_ei, np.array([[0.9 + 5e-5]]), value, data, 1e-3)
+    assert not _converged(log_ei, np.array([[0.1]]), value, data, 1e-3)
+
+
 def test_a_converged_step_suggests_the_point_of_largest_variance(monkeypatch):
     # a smooth function observed without noise on a grid with one wide gap: the
     # expected improvement is small everywhere, the variance largest in the gap;
