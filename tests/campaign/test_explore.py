@@ -22,6 +22,20 @@ def _fitted(X, y, inference=None):
     return data, ppbo.fit(surrogate, data, inference, jax.random.key(0))
 
 
+def _log_ei_step(key, data, posterior, acquisition_options=None):
+    # one step of the default acquisition on an already fitted posterior
+    return step(
+        key,
+        posterior.surrogate,
+        ppbo.MAP(),
+        ppbo.acquisition.log_ei,
+        data,
+        fitted=posterior,
+        optimizer_options=SETTINGS,
+        acquisition_options=acquisition_options,
+    )
+
+
 def _dense_variance(posterior, grid):
     # Rasmussen and Williams (2006), eq. (2.26), by dense linear algebra on the
     # fitted sample's kernel: k(x, x) - k(x, X) (K + noise I)^-1 k(X, x)
@@ -92,28 +106,11 @@ def test_a_converged_step_suggests_the_point_of_largest_variance(monkeypatch):
     X = np.concatenate([np.linspace(0.0, 0.45, 10), np.linspace(0.75, 1.0, 6)])
     data, posterior = _fitted(X, -((X - 0.2) ** 2))
     key = jax.random.key(2)
-    plain = step(
-        key,
-        posterior.surrogate,
-        ppbo.MAP(),
-        ppbo.acquisition.log_ei,
-        data,
-        fitted=posterior,
-        optimizer_options=SETTINGS,
-        acquisition_options={"explore_below": None},
-    )
+    plain = _log_ei_step(key, data, posterior, {"explore_below": None})
     assert not plain.explored
-    explored = step(
-        key,
-        posterior.surrogate,
-        ppbo.MAP(),
-        ppbo.acquisition.log_ei,
-        data,
-        fitted=posterior,
-        optimizer_options=SETTINGS,
-        # just above the best expected improvement
-        acquisition_options={"explore_below": 1.01 * float(np.exp(plain.values[0]))},
-    )
+    # just above the best expected improvement
+    threshold = 1.01 * float(np.exp(plain.values[0]))
+    explored = _log_ei_step(key, data, posterior, {"explore_below": threshold})
     assert explored.explored
     grid = np.linspace(0, 1, 2001)[:, None]
     variance = _dense_variance(posterior, grid)
@@ -127,15 +124,7 @@ def test_a_step_with_real_improvement_left_does_not_explore(monkeypatch):
     monkeypatch.setattr(step_module, "EXPLORE_WITHIN", 1.0)  # only EI decides
     X = np.array([0.1, 0.5, 0.9])
     data, posterior = _fitted(X, np.sin(6 * X))
-    result = step(
-        jax.random.key(0),
-        posterior.surrogate,
-        ppbo.MAP(),
-        ppbo.acquisition.log_ei,
-        data,
-        fitted=posterior,
-        optimizer_options=SETTINGS,
-    )
+    result = _log_ei_step(jax.random.key(0), data, posterior)
     assert not result.explored
     assert result.values[0] > np.log(EXPLORE_BELOW)
 
