@@ -17,18 +17,20 @@ the most-likely heteroscedastic noise of :mod:`ppbo.models.heteroscedastic`).
 
 Preferences alone fix ``f`` only up to the ratio of its scale to ``sigma``: the
 likelihood is unchanged by ``(f, sigma) -> (c f, c sigma)``; the anchors fix the
-scale. The two factors are tempered, ``beta`` on the duels and ``1 - beta`` on
-the anchors,
+scale. The two factors are tempered by the criterion's weights rescaled so
+that the larger is 1 (:func:`likelihood_powers`: ``m = max(beta, 1 - beta)``;
+at the default ``beta = 1/2`` both powers are 1),
 
 .. math:: p(f, \\theta \\mid D) \\propto p(\\theta)\\, p(f \\mid \\theta)\\,
-    p(\\mathrm{duels} \\mid f)^{\\beta}\\, p(Y_0 \\mid f)^{1 - \\beta},
+    p(\\mathrm{duels} \\mid f)^{\\beta / m}\\, p(Y_0 \\mid f)^{(1 - \\beta) / m},
 
 which NUTS samples jointly (``ppbo.fit(surrogate, data, ppbo.NUTS(...))``: the
 fully Bayesian counterpart of the anchors criterion). The fast path,
 :class:`Laplace`, picks the hyperparameters by the criterion of the notes,
+its weights divided by ``m`` as well,
 
-.. math:: \\theta^* = \\arg\\max_\\theta\\; \\beta \\log p(\\mathbf v < 0 \\mid \\theta)
-    + (1 - \\beta) \\log p(Y_0 \\mid X_0, \\theta) + \\log p(\\theta),
+.. math:: \\theta^* = \\arg\\max_\\theta\\; \\frac{\\beta \\log p(\\mathbf v < 0 \\mid
+    \\theta) + (1 - \\beta) \\log p(Y_0 \\mid X_0, \\theta)}{m} + \\log p(\\theta),
 
 with the preference evidence by Laplace's approximation (Rasmussen and Williams
 2006, "Gaussian Processes for Machine Learning", §3.4, eqs. (3.32) and (5.20)) and
@@ -56,12 +58,13 @@ objective of :mod:`ppbo.preference.anchors`): a Dataset's ``duel_weight`` (per
 duel) and ``weight`` (per row, read at the anchors) multiply each
 log-likelihood term, a weighted (tempered) likelihood,
 
-.. math:: \\log p_w(D \\mid f) = \\beta \\sum_k w_k \\log\\Phi(z_k)
-    + (1 - \\beta) \\sum_l w_l \\log \\mathcal N(y_l \\mid f_l, r_l),
+.. math:: \\log p_w(D \\mid f) = p_d \\sum_k w_k \\log\\Phi(z_k)
+    + p_a \\sum_l w_l \\log \\mathcal N(y_l \\mid f_l, r_l),
 
-in NUTS's joint density, in Newton's mode and Hessian (so in the Laplace
-posterior and the preference evidence) and in the anchors' closed-form
-evidence, where ``N(y | f, r)^w = c(r, w) N(y | f, r / w)`` with
+with the powers ``(p_d, p_a)`` of :func:`likelihood_powers`, in NUTS's joint
+density, in Newton's mode and Hessian (so in the Laplace posterior and the
+preference evidence) and in the anchors' closed-form evidence, where
+``N(y | f, r)^w = c(r, w) N(y | f, r / w)`` with
 ``log c = log(2 pi r / w) / 2 - w log(2 pi r) / 2``, so the anchors' evidence is
 ``log N(Y0 | mean, K00 + diag(r / w)) + sum_l log c_l``. Weights of 1 give the
 unweighted model bit for bit; a weight of 0 is the same as dropping the duel or
@@ -109,6 +112,7 @@ __all__ = [
     "anchor_log_likelihood",
     "latent_values",
     "laplace_mode",
+    "likelihood_powers",
     "preference_log_evidence",
     "anchor_log_evidence",
     "criterion",
@@ -302,11 +306,38 @@ def anchor_log_likelihood(
     return jnp.sum(jnp.where(rows, terms, 0.0))
 
 
+def likelihood_powers(beta: float) -> tuple[float, float]:
+    """The powers of the duels' and the anchors' likelihoods against the prior.
+
+    ``(beta / m, (1 - beta) / m)`` with ``m = max(beta, 1 - beta)``: the
+    criterion's weights, rescaled so that the more heavily weighted kind of
+    data counts in full. They temper the likelihoods in the latent posterior
+    (NUTS's model, the Laplace mode, the joint evidence), and :class:`Laplace`
+    adds the notes' criterion divided by ``m`` to the log hyperprior (the
+    criterion's maximiser alone is unchanged by the positive factor). The
+    default ``beta = 1/2`` is then the untempered posterior ``p(f | duels, Y0,
+    theta)`` and the sum of the two evidences; ``beta`` only ever takes weight
+    away from one kind. Powers ``beta`` and ``1 - beta`` themselves halve both
+    at ``beta = 1/2``, as if every anchor's noise variance and the probit's
+    were doubled: the posterior mean shrinks toward the prior mean, which held
+    the recovered latent scale at 0.30 and 0.47 of the truth on two of the
+    benchmark's five problems (``benchmarks/README.md``).
+
+    Example:
+        >>> [round(p, 6) for p in likelihood_powers(0.5) + likelihood_powers(0.8)]
+        [1.0, 1.0, 1.0, 0.25]
+    """
+    beta = float(beta)
+    top = max(beta, 1.0 - beta)
+    return beta / top, (1.0 - beta) / top
+
+
 def _tempered(f, params, data, config, beta, anchors: bool = True):
-    value = beta * duel_log_likelihood(f, data, params["preference_noise"])
+    duels, anchor = likelihood_powers(beta)
+    value = duels * duel_log_likelihood(f, data, params["preference_noise"])
     if anchors and data.anchor is not None and beta != 1.0:
         noise = _anchor_noise(params, data, config)
-        value = value + (1.0 - beta) * anchor_log_likelihood(f, data, noise)
+        value = value + anchor * anchor_log_likelihood(f, data, noise)
     return value
 
 
@@ -357,12 +388,13 @@ def _likelihood_derivatives(f, params, data, config, beta, anchors):
     c = a = None
     if data.duels is not None:
         win, lose = data.duels[:, 0], data.duels[:, 1]
-        g, c = _duel_derivatives(f[win] - f[lose], params, data, beta)
+        power, anchor = likelihood_powers(beta)
+        g, c = _duel_derivatives(f[win] - f[lose], params, data, power)
         grad = grad.at[win].add(g).at[lose].add(-g)
     if anchors and data.anchor is not None and beta != 1.0:
         rows = _anchor_rows(data)
         noise = jnp.where(rows, _anchor_noise(params, data, config), 1.0)
-        weight = jnp.where(rows, 1.0 - beta, 0.0)
+        weight = jnp.where(rows, likelihood_powers(beta)[1], 0.0)
         if data.weight is not None:
             weight = weight * data.weight
         grad = grad + weight * (data.y - f) / noise
@@ -434,7 +466,8 @@ def laplace_mode(
     """Mode ``u_hat`` and precision ``B`` of the whitened latent posterior.
 
     Newton's method (Rasmussen and Williams 2006, Algorithm 3.1) on
-    ``psi(u) = -|u|^2 / 2 + beta log p(duels | f) + (1 - beta) log p(Y0 | f)``,
+    ``psi(u) = -|u|^2 / 2 + p_d log p(duels | f) + p_a log p(Y0 | f)``, with the
+    powers ``(p_d, p_a)`` of :func:`likelihood_powers`,
     ``f = mean + L u``; ``B = I - Hessian of the likelihood``, so the Laplace
     posterior is ``u ~ N(u_hat, B^-1)``. Both factors are log-concave in ``f``,
     so ``B`` is positive definite and Newton converges from ``u = 0``.
@@ -518,7 +551,8 @@ def _projected_log_evidence(params, data, config, beta, num_iterations, num_slot
 
     ``M`` stacks the duels' difference rows and ``num_slots`` rows selecting the
     anchors (mean subtracted), so ``s ~ N(0, M K M^T)`` and both likelihoods
-    (``beta`` times the duels' probit, ``1 - beta`` times the anchors' Gaussian)
+    (the duels' probit and the anchors' Gaussian, each to its power of
+    :func:`likelihood_powers`)
     factorise over the coordinates of ``s``: Algorithm 3.1 and eq. (3.32) of
     Rasmussen and Williams (2006) with a diagonal ``W``. Padded duels and unused
     anchor slots have ``W = 0`` and drop out.
@@ -535,7 +569,7 @@ def _projected_log_evidence(params, data, config, beta, num_iterations, num_slot
         minus.append(index)
         sign.append(jnp.zeros(num_slots, dtype=K.dtype))
         noise = jnp.where(valid, _anchor_noise(params, data, config)[index], 1.0)
-        weight = jnp.where(valid, 1.0 - beta, 0.0)
+        weight = jnp.where(valid, likelihood_powers(beta)[1], 0.0)
         if data.weight is not None:
             weight = weight * data.weight[index]
         target = data.y[index] - params["mean"]
@@ -554,7 +588,8 @@ def _projected_log_evidence(params, data, config, beta, num_iterations, num_slot
         value = jnp.zeros((), dtype=S.dtype)
         if num_duels:
             t = s[:num_duels]
-            value = value + beta * _probit_sum(t, data, params["preference_noise"])
+            power = likelihood_powers(beta)[0]
+            value = value + power * _probit_sum(t, data, params["preference_noise"])
         if num_slots:
             e = target - s[num_duels:]
             terms = -0.5 * (e**2 / noise + jnp.log(2.0 * math.pi * noise))
@@ -564,7 +599,8 @@ def _projected_log_evidence(params, data, config, beta, num_iterations, num_slot
     def derivatives(s, params):
         g, w = [], []
         if num_duels:
-            gd, wd = _duel_derivatives(s[:num_duels], params, data, beta)
+            power = likelihood_powers(beta)[0]
+            gd, wd = _duel_derivatives(s[:num_duels], params, data, power)
             g.append(gd)
             w.append(wd)
         if num_slots:
@@ -615,7 +651,8 @@ def joint_log_evidence(
     num_anchors: int | None = None,
 ) -> jax.Array:
     """Laplace evidence of the tempered joint model, ``log int p(f | theta)
-    p(duels | f)^beta p(Y0 | f)^(1 - beta) df``.
+    p(duels | f)^(beta / m) p(Y0 | f)^((1 - beta) / m) df``, ``m = max(beta, 1 -
+    beta)`` (:func:`likelihood_powers`).
 
     The normalising constant of the posterior that NUTS samples (the module's
     tempered joint), by Laplace's approximation (Rasmussen and Williams 2006,
@@ -627,7 +664,7 @@ def joint_log_evidence(
     duels inform the anchor noise, which a handful of anchors cannot identify
     on their own. With ``beta = 1`` it is :func:`preference_log_evidence`; with
     Gaussian anchors only it is exact, :func:`anchor_log_evidence` of the
-    likelihood tempered by ``1 - beta``.
+    likelihood tempered by ``(1 - beta) / m``.
 
     Args:
         params, data, beta, kernel, anchor_noise: as for :func:`criterion`.
@@ -834,7 +871,9 @@ def surrogate(
         kernel: a stationary kernel name of :mod:`ppbo.models.kernels`
             (``"rbf"``, ``"matern52"``, ...), scaled by ``outputscale``.
         beta: weight of the duels' factor in ``[0, 1]``; the anchors' factor gets
-            ``1 - beta``.
+            ``1 - beta``. In the latent posterior (NUTS's model and the Laplace
+            Gaussian) the two likelihoods are raised to these weights divided by
+            the larger of them (:func:`likelihood_powers`).
         priors: site name -> NumPyro distribution replacing a default prior.
         anchor_noise: optional ``r(X) -> (m,)``, the anchors' noise variance per
             point (a heteroscedastic noise model); None samples a homoscedastic
@@ -935,6 +974,8 @@ def _negative_log_posterior(
             evidence=config.evidence,
             num_anchors=num_anchors,
         )
+        if config.evidence == "separate":
+            value = value / max(config.beta, 1.0 - config.beta)
         for name, v in params.items():
             value = value + jnp.sum(_prior(config, name, d).log_prob(v))
             if name in _POSITIVE:
@@ -1047,7 +1088,8 @@ def _laplace_draws(key, data, params, config: _Config, laplace: Laplace):
 class Laplace:
     """The fast path: anchors-criterion MAP hyperparameters and a Laplace latent.
 
-    The hyperparameters maximise :func:`criterion` plus the log hyperprior
+    The hyperparameters maximise :func:`criterion` (divided by the larger of
+    its two weights, :func:`likelihood_powers`) plus the log hyperprior
     density of their logarithms (the scales' log-density plus the Jacobian
     ``log x`` of ``x = e^z``: the basis in which MacKay (1998) places a Laplace
     approximation of scale parameters) by L-BFGS over those logarithms, from

@@ -44,8 +44,9 @@ def _mixed_data(seed=11):
 
 
 def _dense_joint_evidence(params, data, n, m, beta):
-    # Laplace's evidence of p(f) p(duels | f)^beta p(Y0 | f)^(1 - beta) in the
-    # rows' space with dense NumPy/SciPy algebra: the mode by BFGS, then
+    # Laplace's evidence of p(f) p(duels | f)^pd p(Y0 | f)^pa, the powers beta
+    # and 1 - beta over the larger of the two, in the rows' space with dense
+    # NumPy/SciPy algebra: the mode by BFGS, then
     # -(f - mu)^T K^-1 (f - mu) / 2 + log-likelihood - log|I + K W| / 2
     # (Rasmussen and Williams 2006, eq. (3.32)), W the likelihood's minus Hessian.
     p = {k: np.asarray(v) for k, v in params.items()}
@@ -62,18 +63,19 @@ def _dense_joint_evidence(params, data, n, m, beta):
     s = np.sqrt(2.0 * p["preference_noise"])
     r = p["noise"]
     K_inv = np.linalg.inv(K)
+    pd, pa = beta / max(beta, 1 - beta), (1 - beta) / max(beta, 1 - beta)
 
     def negative(f):
         e = f - p["mean"]
-        duel = beta * (wd * norm.logcdf(D @ f / s)).sum()
-        anchor = (1 - beta) * (wa * norm.logpdf(y, f, np.sqrt(r))).sum()
+        duel = pd * (wd * norm.logcdf(D @ f / s)).sum()
+        anchor = pa * (wa * norm.logpdf(y, f, np.sqrt(r))).sum()
         return -duel - anchor + 0.5 * e @ K_inv @ e
 
     f = scipy_minimize(negative, np.full(n, p["mean"]), method="BFGS", tol=1e-12).x
     z = D @ f / s
     lam = np.exp(norm.logpdf(z) - norm.logcdf(z))
-    W = D.T @ np.diag(beta * wd * lam * (z + lam) / s**2) @ D
-    W = W + np.diag((1 - beta) * wa / r)
+    W = D.T @ np.diag(pd * wd * lam * (z + lam) / s**2) @ D
+    W = W + np.diag(pa * wa / r)
     _, logdet = np.linalg.slogdet(np.eye(n) + K @ W)
     return -negative(f) - 0.5 * logdet
 

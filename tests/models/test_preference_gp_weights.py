@@ -153,7 +153,8 @@ def test_weighted_laplace_mode_matches_an_independent_optimiser():
         z = (f[DUELS[:, 0]] - f[DUELS[:, 1]]) / np.sqrt(2 * 0.08)
         anchors = (w_row * norm.logpdf(Y, f, np.sqrt(0.04)))[ANCHOR].sum()
         duels = (w_duel * norm.logcdf(z)).sum()
-        return 0.5 * r @ np.linalg.solve(K, r) - beta * duels - (1 - beta) * anchors
+        # the likelihood powers: beta and 1 - beta over the larger, (1, 2/3)
+        return 0.5 * r @ np.linalg.solve(K, r) - duels - (1 - beta) / beta * anchors
 
     result = scipy_minimize(
         minus_psi, np.zeros(5), method="BFGS", options={"gtol": 1e-10}
