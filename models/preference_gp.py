@@ -356,18 +356,19 @@ def _model(data: Dataset, *, config: _Config) -> None:
     numpyro.factor("likelihood", _tempered(f, params, data, config, config.beta))
 
 
-def _duel_derivatives(t, params, data, beta):
+def _duel_derivatives(t, params, data, power):
     """Per-duel gradient and minus curvature of the tempered duel log-likelihood.
 
     In the differences ``t_k = f(a_k) - f(b_k)``: ``lambda(z) / s`` and
     ``lambda(z) (z + lambda(z)) / s^2``, ``z = t / s``, ``s = sqrt(2 sigma^2)``,
     ``lambda = N / Phi`` (Rasmussen and Williams 2006, eqs. (3.16) and (3.18)),
-    each times ``beta`` and the duel's weight; 0 for padded duels.
+    each times ``power`` (the duels' power of :func:`likelihood_powers`) and the
+    duel's weight; 0 for padded duels.
     """
     scale = jnp.sqrt(2.0 * params["preference_noise"])
     z = t / scale
     lam = jnp.exp(-0.5 * z**2 - 0.5 * math.log(2.0 * math.pi) - log_ndtr(z))
-    weight = jnp.where(data.duel_mask, beta, 0.0)
+    weight = jnp.where(data.duel_mask, power, 0.0)
     if data.duel_weight is not None:
         weight = weight * data.duel_weight
     return weight * lam / scale, weight * lam * (z + lam) / scale**2
@@ -386,15 +387,15 @@ def _likelihood_derivatives(f, params, data, config, beta, anchors):
     n = data.capacity
     grad = jnp.zeros(n, dtype=f.dtype)
     c = a = None
+    power, anchor = likelihood_powers(beta)
     if data.duels is not None:
         win, lose = data.duels[:, 0], data.duels[:, 1]
-        power, anchor = likelihood_powers(beta)
         g, c = _duel_derivatives(f[win] - f[lose], params, data, power)
         grad = grad.at[win].add(g).at[lose].add(-g)
     if anchors and data.anchor is not None and beta != 1.0:
         rows = _anchor_rows(data)
         noise = jnp.where(rows, _anchor_noise(params, data, config), 1.0)
-        weight = jnp.where(rows, likelihood_powers(beta)[1], 0.0)
+        weight = jnp.where(rows, anchor, 0.0)
         if data.weight is not None:
             weight = weight * data.weight
         grad = grad + weight * (data.y - f) / noise
@@ -558,6 +559,7 @@ def _projected_log_evidence(params, data, config, beta, num_iterations, num_slot
     anchor slots have ``W = 0`` and drop out.
     """
     K = _covariance(params, data, config)
+    power, anchor = likelihood_powers(beta)
     plus, minus, sign = [], [], []
     if data.duels is not None:
         plus.append(data.duels[:, 0])
@@ -569,7 +571,7 @@ def _projected_log_evidence(params, data, config, beta, num_iterations, num_slot
         minus.append(index)
         sign.append(jnp.zeros(num_slots, dtype=K.dtype))
         noise = jnp.where(valid, _anchor_noise(params, data, config)[index], 1.0)
-        weight = jnp.where(valid, likelihood_powers(beta)[1], 0.0)
+        weight = jnp.where(valid, anchor, 0.0)
         if data.weight is not None:
             weight = weight * data.weight[index]
         target = data.y[index] - params["mean"]
@@ -588,7 +590,6 @@ def _projected_log_evidence(params, data, config, beta, num_iterations, num_slot
         value = jnp.zeros((), dtype=S.dtype)
         if num_duels:
             t = s[:num_duels]
-            power = likelihood_powers(beta)[0]
             value = value + power * _probit_sum(t, data, params["preference_noise"])
         if num_slots:
             e = target - s[num_duels:]
@@ -599,7 +600,6 @@ def _projected_log_evidence(params, data, config, beta, num_iterations, num_slot
     def derivatives(s, params):
         g, w = [], []
         if num_duels:
-            power = likelihood_powers(beta)[0]
             gd, wd = _duel_derivatives(s[:num_duels], params, data, power)
             g.append(gd)
             w.append(wd)
