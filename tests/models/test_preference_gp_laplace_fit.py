@@ -165,3 +165,41 @@ def test_weak_data_leave_the_fitted_scales_at_the_prior_medians():
     noise = float(posterior.samples["preference_noise"][0])
     assert abs(np.log(outputscale) - np.log(0.541)) < 1.0, outputscale
     assert abs(np.log(noise) - (-2.0)) < 1.0, noise
+
+
+def _duels_with_noise(seed, noise_var, num_duels=300, num_anchors=8):
+    """Repeated probit duels among 30 points of sin(6x), and a few anchors."""
+    rng = np.random.default_rng(seed)
+    X = np.linspace(0.0, 1.0, 30)
+    f = np.sin(6.0 * X)
+    pairs = np.array([rng.choice(30, 2, replace=False) for _ in range(num_duels)])
+    margin = f[pairs[:, 0]] - f[pairs[:, 1]]
+    first_wins = margin + np.sqrt(2.0 * noise_var) * rng.normal(size=num_duels) > 0
+    duels = np.where(first_wins[:, None], pairs, pairs[:, ::-1])
+    anchor = np.zeros(30, bool)
+    anchor[rng.choice(30, num_anchors, replace=False)] = True
+    y = np.where(anchor, f + 0.05 * rng.normal(size=30), 0.0)
+    return ppbo.Dataset(X[:, None], y, duels=duels, anchor=anchor)
+
+
+def test_with_anchors_the_duels_set_the_probit_noise():
+    """Anchors give the latent its units; repeated duels then identify the
+    probit noise variance. Drawn with variance 0.5, the fit under
+    ``anchored_priors`` lands within a factor 2.5 of it and above the fit under
+    the narrow default ``LogNormal(-2, 1)``. Over data seeds 0-9 (measured
+    once) the weak prior's fit ranged 0.21-0.52 (median 0.35) and the
+    default's 0.17-0.29, below the weak one's on every seed: closer to the
+    truth, though still low."""
+    weak = pgp.anchored_priors(1)["preference_noise"]
+    data = _duels_with_noise(0, 0.5)
+    fitted = {}
+    for name, priors in (("weak", {"preference_noise": weak}), ("default", None)):
+        posterior = ppbo.fit(
+            pgp.surrogate("rbf", priors=priors),
+            data,
+            pgp.Laplace(num_samples=2),
+            jax.random.key(0),
+        )
+        fitted[name] = float(posterior.samples["preference_noise"][0])
+    assert 0.2 < fitted["weak"] < 1.25, fitted
+    assert fitted["default"] < fitted["weak"], fitted
