@@ -118,8 +118,6 @@ __all__ = [
     "criterion",
     "joint_log_evidence",
     "EVIDENCES",
-    "anchored_priors",
-    "ANCHORED_PREFERENCE_NOISE",
 ]
 
 #: Relative diagonal jitter (times ``outputscale``) of the latent prior covariance.
@@ -161,39 +159,6 @@ def default_priors(d: int) -> dict[str, dist.Distribution]:
         "preference_noise": dist.LogNormal(-2.0, 1.0),
         "noise": dist.LogNormal(-4.0, 1.0),
     }
-
-
-#: Log-normal ``(loc, scale)`` of the probit noise variance once anchors are
-#: present (:func:`anchored_priors`).
-ANCHORED_PREFERENCE_NOISE = (-2.0, 3.0)
-
-
-def anchored_priors(d: int) -> dict[str, dist.Distribution]:
-    """:func:`default_priors` with a weak probit-noise prior, for anchored data.
-
-    Without anchors the probit noise variance only sets the latent's units
-    (its prior is the scale convention of :func:`default_priors`). Measured
-    anchors give the latent their units (the campaign standardises them), the
-    anchors' evidence fixes the outputscale, and the duels then identify the
-    probit noise in those units. There the default ``LogNormal(-2, 1)`` held
-    the fitted variance near its median 0.135 while the benchmark's simulated
-    expert (medium noise) has a variance of 0.09-1.2 in the anchors' units,
-    making the posterior overconfident in every duel; ``LogNormal(-2, 3)``
-    (median unchanged, 95% between 4e-4 and 48) lets the data set it: on the
-    six-hump camel with anchors after 150 comparisons (seed 0, expert's
-    variance 0.40) the fitted variance went from 0.137 to 0.562
-    (``benchmarks/README.md``, "The probit noise under anchors").
-    :class:`ppbo.PreferenceOptimizer` uses these priors once a campaign has
-    anchors.
-
-    Example:
-        >>> prior = anchored_priors(2)["preference_noise"]
-        >>> float(prior.loc), float(prior.scale)
-        (-2.0, 3.0)
-    """
-    priors = default_priors(d)
-    priors["preference_noise"] = dist.LogNormal(*ANCHORED_PREFERENCE_NOISE)
-    return priors
 
 
 @dataclass(frozen=True, eq=False)

@@ -148,24 +148,12 @@ class AnchorRecord:
 
 
 @functools.lru_cache(maxsize=32)
-def _shared_surrogate(kernel: str, beta: float, evidence: str, anchored: bool):
+def _shared_surrogate(kernel: str, beta: float, evidence: str):
     # Compiled fits are keyed by the surrogate's identity: campaigns of one
     # process with the same homoscedastic model share one (an immutable value).
     from ppbo.models import preference_gp
 
-    return preference_gp.surrogate(
-        kernel, beta=beta, evidence=evidence, priors=_priors(anchored)
-    )
-
-
-def _priors(anchored: bool) -> dict | None:
-    # with anchors the duels identify the probit noise in the anchors' units:
-    # its weak prior (preference_gp.anchored_priors); without, the defaults
-    from ppbo.models import preference_gp
-
-    if not anchored:
-        return None
-    return {"preference_noise": preference_gp.anchored_priors(1)["preference_noise"]}
+    return preference_gp.surrogate(kernel, beta=beta, evidence=evidence)
 
 
 @functools.lru_cache(maxsize=32)
@@ -560,10 +548,7 @@ class PreferenceOptimizer:
             signature = (hetero, problem.anchor_ids) if hetero else (False,)
         if not (hetero or known):
             return _shared_surrogate(
-                config["kernel"],
-                config["beta"],
-                config["evidence"],
-                problem.num_anchors > 0,
+                config["kernel"], config["beta"], config["evidence"]
             )
         if self._surrogate_cache is not None and self._surrogate_cache[0] == signature:
             return self._surrogate_cache[1]
@@ -581,7 +566,6 @@ class PreferenceOptimizer:
         surrogate = preference_gp.surrogate(
             config["kernel"],
             beta=config["beta"],
-            priors=_priors(True),
             anchor_noise=noise,
             evidence=config["evidence"],
         )

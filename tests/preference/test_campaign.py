@@ -252,20 +252,3 @@ def test_joint_evidence_campaign_asks_and_one_stored_without_it_resumes(tmp_path
     )
     with pytest.raises(ValueError, match="evidence must be one of .* got 'both'"):
         make(evidence="both")
-
-
-def test_anchors_give_the_probit_noise_its_weak_prior():
-    """Without anchors the probit noise keeps the default prior (the latent's
-    scale convention); once anchors give the latent units, the campaign fits
-    the weak prior of ``preference_gp.anchored_priors``."""
-    from ppbo.models import preference_gp
-
-    opt = make(n_initial=1)
-    pair = opt.ask()
-    opt.tell(pair, "a")
-    assert "preference_noise" not in opt.fit().surrogate.extras["config"].priors
-    opt.add_anchor(pair.a, 1.0)
-    opt.add_anchor(pair.b, 0.5)
-    prior = opt.fit().surrogate.extras["config"].priors["preference_noise"]
-    expected = preference_gp.ANCHORED_PREFERENCE_NOISE
-    assert (float(prior.loc), float(prior.scale)) == expected
