@@ -146,7 +146,7 @@ def test_the_map_objective_is_the_posterior_density_of_the_log_hyperparameters()
         expected += stats.norm(0.0, 1.0).logpdf(z[2])
         expected += stats.norm(-2.0, 1.0).logpdf(z[3])
         if anchor_noise is None:
-            expected += stats.norm(-4.0, 1.0).logpdf(z[4])
+            expected += stats.norm(-2.0, 1.5).logpdf(z[4])
         np.testing.assert_allclose(-float(value), expected, rtol=1e-10)
         assert np.isfinite(np.asarray(grad)).all()
 
