@@ -146,11 +146,12 @@ def default_priors(d: int) -> dict[str, dist.Distribution]:
     Hartmann-6 gap came from"). The anchors' homoscedastic noise variance gets
     ``LogNormal(-2, 1.5)`` (median 0.14 of the standardised anchors' variance,
     95% between 0.007 and 2.5), not the regression GP's ``LogNormal(-4, 1)``
-    (median 0.018): a handful of anchors cannot identify their noise, so the fit
-    returns the prior's median, and an expert's measurements are rarely that
-    precise. Held at 0.018 against a simulated expert's 0.09-1.0 (the median
-    anchor's variance in the benchmark's runs), the anchors bent the latent
-    function through their noisy values and moved its maximiser
+    (median 0.018): a handful of anchors barely identify their noise, so under
+    that narrow prior every fit returned its median, and an expert's
+    measurements are rarely that precise. Held at 0.018 against a simulated
+    expert's 0.09-1.0 (the median anchor's variance in the benchmark's runs),
+    the anchors bent the latent function through their noisy values and moved
+    its maximiser
     (``benchmarks/README.md``, "The anchors' noise prior"). None of the priors
     depends on ``d`` any more; the argument keeps the signature of
     :func:`ppbo.models.gp.default_priors`.
