@@ -1148,8 +1148,11 @@ class Laplace:
 
     Where the data say little about a scale (duels alone never fix the
     outputscale, and a few noisy anchors barely do), the fit therefore stays
-    near the log-normal prior's median. Maximising the density of the scales
-    themselves, as :class:`ppbo.MAP` does for the GP, would pull it to the
+    near the log-normal prior's median. Without anchor rows the anchor
+    ``noise`` site is held at its prior median (for the log-normal default, where
+    its own prior term would put it), so that its prior cannot steer the search
+    over the sites the duels inform. Maximising the density of the scales
+    themselves, as :class:`ppbo.MAP` does for the GP, would pull the fit to the
     prior's mode ``e^(mu - s^2)`` instead: for the default outputscale prior
     ``e^-3`` (a twentieth) of its median, which shrank the latent scale of
     campaigns with honestly weighted anchors to 0.06-0.33 of the truth
