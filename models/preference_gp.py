@@ -955,13 +955,20 @@ def surrogate(
     )
 
 
-def _unpack(z: jax.Array, names: tuple[str, ...], d: int) -> dict[str, jax.Array]:
-    params, i = {}, 0
+def _offsets(names: tuple[str, ...], d: int) -> dict[str, int]:
+    """Where each site starts in the flat vector of log hyperparameters."""
+    offsets, i = {}, 0
     for name in names:
-        size = d if name == "lengthscale" else 1
-        value = z[i : i + size] if name == "lengthscale" else z[i]
+        offsets[name] = i
+        i += d if name == "lengthscale" else 1
+    return offsets
+
+
+def _unpack(z: jax.Array, names: tuple[str, ...], d: int) -> dict[str, jax.Array]:
+    params = {}
+    for name, i in _offsets(names, d).items():
+        value = z[i : i + d] if name == "lengthscale" else z[i]
         params[name] = jnp.exp(value) if name in _POSITIVE else value
-        i += size
     return params
 
 
@@ -1042,7 +1049,7 @@ def _log_median(prior: dist.Distribution) -> float:
     return math.log(median)
 
 
-def _unused_noise_bounds(data, config: _Config, d: int, z0: np.ndarray):
+def _unused_noise_bounds(config: _Config, d: int, z0: np.ndarray, num_anchors: int):
     """Hold the anchor ``noise`` coordinate at its prior median without anchors.
 
     Without anchor rows that coordinate enters the objective only through its
@@ -1054,10 +1061,9 @@ def _unused_noise_bounds(data, config: _Config, d: int, z0: np.ndarray):
     returns L-BFGS-B bounds that fix it, or None when there is nothing to fix.
     """
     names = _hyper_names(config)
-    if "noise" not in names or bool(np.any(np.asarray(_anchor_rows(data)))):
+    if "noise" not in names or num_anchors > 0:
         return None
-    sizes = [d if name == "lengthscale" else 1 for name in names]
-    index = sum(sizes[: names.index("noise")])
+    index = _offsets(names, d)["noise"]
     value = _log_median(_prior(config, "noise", d))
     z0[:, index] = value
     bounds = [(None, None)] * z0.shape[1]
@@ -1074,12 +1080,13 @@ def _map_hyperparameters(key, data, config, laplace):
 
     d = data.dim
     z0 = np.array(_starts(key, config, d, laplace.num_restarts))
-    bounds = _unused_noise_bounds(data, config, d, z0)
+    anchor_count = int(np.sum(np.asarray(_anchor_rows(data))))
+    bounds = _unused_noise_bounds(config, d, z0, anchor_count)
     num_anchors = None
     if config.evidence == "joint":
         # anchor slots in the rows' buckets: one compiled criterion per
         # bucket, not per anchor count
-        num_anchors = bucket_capacity(int(np.sum(np.asarray(_anchor_rows(data)))))
+        num_anchors = bucket_capacity(anchor_count)
     best, best_value = None, np.inf
     for z in z0:
 
