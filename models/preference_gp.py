@@ -124,6 +124,9 @@ __all__ = [
 JITTER = 1e-6
 
 _POSITIVE = ("lengthscale", "outputscale", "preference_noise", "noise")
+#: The positive sites whose log-density the Laplace fit maximises (MacKay 1998);
+#: the lengthscales are fitted by their own density.
+_SCALES = ("outputscale", "preference_noise", "noise")
 
 
 def default_priors(d: int) -> dict[str, dist.Distribution]:
@@ -995,10 +998,12 @@ def _negative_log_posterior(
             value = value / max(config.beta, 1.0 - config.beta)
         for name, v in params.items():
             value = value + jnp.sum(_prior(config, name, d).log_prob(v))
-            if name in _POSITIVE:
+            if name in _SCALES:
                 # the density of the LOG scale (the Jacobian log x of x = e^z):
                 # under weak data its mode is the log-normal prior's median,
-                # not the scale's own mode e^(mu - s^2)
+                # not the scale's own mode e^(mu - s^2); the lengthscales keep
+                # their own density, as BoTorch's PairwiseGP fit does (see
+                # Laplace)
                 value = value + jnp.sum(jnp.log(v))
         return -value
 
