@@ -32,7 +32,6 @@ from ppbo.surrogate import Posterior, _validate_X
 __all__ = [
     "optimize_acquisition",
     "select_starts",
-    "maximise_candidates",
     "condition_on_pending",
     "recommend",
     "Recommendation",
@@ -164,55 +163,6 @@ def _refine(bound: Bound, starts: np.ndarray, max_iterations: int):
     return X, np.asarray(bound.reduced(X))
 
 
-def maximise_candidates(
-    bound: Bound,
-    candidates: np.ndarray,
-    key: jax.Array,
-    num_restarts: int,
-    max_iterations: int,
-    selection: str = "boltzmann",
-) -> tuple[np.ndarray, float]:
-    """The best point found from a candidate set: select, refine each, keep the best.
-
-    The second stage of :func:`optimize_acquisition`, for callers with their own
-    candidates (the pair acquisitions of a preference campaign search
-    ``[0, 1]^{2d}``): ``num_restarts`` candidates are chosen by
-    :func:`select_starts`, each is refined by its own L-BFGS-B run in the unit
-    cube, and the best refined point is returned unless refinement made every
-    start worse than the best candidate.
-
-    Args:
-        bound: the acquisition bound to a posterior (:func:`ppbo.acquisition.bind`).
-        candidates: (m, D) points in ``[0, 1]^D``.
-        key: PRNG key of the start selection.
-        num_restarts: how many candidates are refined.
-        max_iterations: L-BFGS-B iterations per start (0: the best candidate).
-        selection: ``"boltzmann"`` or ``"best"`` (:func:`select_starts`).
-
-    Returns:
-        ``(x, value)``: the point (D,) and its acquisition value.
-
-    Example:
-        >>> bound = bind(posterior_mean, posterior)
-        >>> candidates = np.random.default_rng(0).random((32, 2))
-        >>> x, value = maximise_candidates(bound, candidates, key, 2, 50)
-        >>> x.shape, bool(np.isclose(value, bound.reduced(x[None])[0]))
-        ((2,), True)
-    """
-    candidates = np.asarray(candidates, dtype=np.float64)
-    values = np.asarray(bound.reduced(candidates))
-    values = np.where(np.isfinite(values), values, -np.inf)
-    order = select_starts(key, values, num_restarts, selection)
-    if max_iterations == 0:
-        return candidates[order[0]], float(values[order[0]])
-    X, refined = _refine(bound, candidates[order], max_iterations)
-    refined = np.where(np.isfinite(refined), refined, -np.inf)
-    best = int(np.argmax(refined))
-    if refined[best] < values[order[0]]:  # refinement never makes things worse
-        return candidates[order[0]], float(values[order[0]])
-    return X[best], float(refined[best])
-
-
 def _optimize_one(
     acquisition: Acquisition,
     posterior: Posterior,
@@ -229,9 +179,18 @@ def _optimize_one(
         options = {**options, "key": key_acq}
     bound = bind(acquisition, posterior, **options)
     raw = raw_candidates(key_raw, posterior.data.dim, num_raw, design)
-    return maximise_candidates(
-        bound, raw, key_select, num_restarts, max_iterations, selection
-    )
+    raw_values = np.asarray(bound.reduced(raw))
+    raw_values = np.where(np.isfinite(raw_values), raw_values, -np.inf)
+    order = select_starts(key_select, raw_values, num_restarts, selection)
+    if max_iterations == 0:
+        best = order[0]
+        return raw[best], float(raw_values[best])
+    X, values = _refine(bound, raw[order], max_iterations)
+    values = np.where(np.isfinite(values), values, -np.inf)
+    best = int(np.argmax(values))
+    if values[best] < raw_values[order[0]]:  # refinement never makes things worse
+        return raw[order[0]], float(raw_values[order[0]])
+    return X[best], float(values[best])
 
 
 def optimize_acquisition(

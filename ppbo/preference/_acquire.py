@@ -1,12 +1,8 @@
 """The pair acquisitions of a preference campaign, maximised over the unit cube.
 
 EUBO (Astudillo et al. 2023) over pairs ``[x_a, x_b]`` in ``[0, 1]^{2d}``: raw
-Sobol pairs and the evaluated points paired with raw points, ``num_restarts`` of
-them chosen as BoTorch's ``optimize_acqf`` chooses its starts (the best and a
-Boltzmann draw) and each refined by its own L-BFGS-B run
-(:func:`ppbo.optimize.maximise_candidates`, as the regression campaign's
-acquisitions are; one L-BFGS-B run on the restarts' summed values, as before, left
-pairs on the faces of the cube, short of the best basin). Dueling Thompson
+Sobol pairs, the best ``num_restarts`` refined together by L-BFGS-B on the summed
+(independent) values, as BoTorch's ``optimize_acqf`` does. Dueling Thompson
 sampling (González et al. 2017) on raw candidates plus the evaluated points.
 ANPEI's point against the incumbent (the evaluated point of highest posterior
 mean). Private: the campaign is the public entry point.
@@ -18,28 +14,52 @@ from typing import Any
 
 import jax
 import numpy as np
+from scipy.optimize import minimize
 
 from ppbo.acquisition.base import bind
 from ppbo.acquisition.preferential import anpei, dueling_thompson, eubo
-from ppbo.optimize import maximise_candidates, optimize_acquisition, raw_candidates
+from ppbo.optimize import optimize_acquisition, raw_candidates
 
 __all__: list[str] = []
 
 
+def _maximise_pairs(bound, raw: np.ndarray, num_restarts: int, max_iterations: int):
+    values = np.asarray(bound.reduced(raw))
+    order = np.argsort(-values)[:num_restarts]
+    starts = raw[order]
+    best_x, best_v = starts[0], float(values[order[0]])
+    if max_iterations > 0:
+        shape = starts.shape
+
+        def fun(z):
+            v, g = bound.value_and_grad(z.reshape(shape))
+            return -float(np.sum(v)), -np.asarray(g).ravel()
+
+        result = minimize(
+            fun,
+            starts.ravel(),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(0.0, 1.0)] * starts.size,
+            options={"maxiter": max_iterations},
+        )
+        refined = np.clip(result.x.reshape(shape), 0.0, 1.0)
+        refined_values = np.asarray(bound.reduced(refined))
+        i = int(np.argmax(refined_values))
+        if np.isfinite(refined_values[i]) and refined_values[i] > best_v:
+            best_x, best_v = refined[i], float(refined_values[i])
+    return best_x, best_v
+
+
 def _eubo_pair(key, posterior, d, options):
-    key_raw, key_select = jax.random.split(key)
-    raw = raw_candidates(key_raw, 2 * d, options["num_raw"])
+    raw = raw_candidates(key, 2 * d, options["num_raw"])
     # the evaluated points paired with raw points: the incumbent is often one side
     observed = np.asarray(posterior.data.X)[: posterior.data.n]
     mixed = np.hstack([observed[np.arange(len(raw)) % len(observed)], raw[:, d:]])
     candidates = np.vstack([raw, mixed])
     bound = bind(eubo, posterior)
-    x, value = maximise_candidates(
-        bound,
-        candidates,
-        key_select,
-        options["num_restarts"],
-        options["max_iterations"],
+    x, value = _maximise_pairs(
+        bound, candidates, options["num_restarts"], options["max_iterations"]
     )
     return x[:d], x[d:], value
 
