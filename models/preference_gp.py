@@ -141,7 +141,8 @@ def default_priors(d: int) -> dict[str, dist.Distribution]:
     probit noise variance ``LogNormal(-2, 1)`` and the signal variance
     ``LogNormal(log 4 - 2, sqrt 3)``, so that the anchors, which identify both
     scales, still see a free noise. The lengthscales get ``PairwiseGP``'s
-    ``Gamma(2.4, 2.7)`` (mean 0.89). The earlier defaults (ratio median ``e^2``,
+    ``Gamma(2.4, 2.7)`` (mean 0.89, mode 0.52; :class:`Laplace` fits them by
+    its density, as BoTorch does). The earlier defaults (ratio median ``e^2``,
     log-sd ``sqrt 2``; the dimension-scaled log-normal lengthscale of
     :mod:`ppbo.models.gp`) made EUBO pair its incumbent with far corners and
     stall on Hartmann-6; changing either the ratio or the lengthscale prior alone
@@ -1147,9 +1148,10 @@ class Laplace:
 
     The hyperparameters maximise :func:`criterion` (divided by the larger of
     its two weights, :func:`likelihood_powers`) plus the log hyperprior
-    density of their logarithms (the scales' log-density plus the Jacobian
+    density of the scales' logarithms (their log-density plus the Jacobian
     ``log x`` of ``x = e^z``: the basis in which MacKay (1998) places a Laplace
-    approximation of scale parameters) by L-BFGS over those logarithms, from
+    approximation of scale parameters) and of the lengthscales themselves, by
+    L-BFGS over the logarithms, from
     ``num_restarts`` starting points (prior draws with the
     lengthscales spread on a log grid, as the criterion is often bimodal in
     them), unless ``params`` fixes them; the latent posterior at them is the
@@ -1168,7 +1170,13 @@ class Laplace:
     prior's mode ``e^(mu - s^2)`` instead: for the default outputscale prior
     ``e^-3`` (a twentieth) of its median, which shrank the latent scale of
     campaigns with honestly weighted anchors to 0.06-0.33 of the truth
-    (``benchmarks/README.md``).
+    (``benchmarks/README.md``). The lengthscales are the exception: their
+    ``Gamma(2.4, 2.7)`` prior is BoTorch's, whose ``PairwiseGP`` fit maximises
+    its density in the lengthscale itself (mode 0.52); with the Jacobian the
+    mode moves to 0.89, and on Ackley-6 the longer fitted lengthscales left
+    EUBO's pairs on the faces of the cube while BoTorch's, on the same first
+    pairs, went to the central basin (``benchmarks/README.md``, "The
+    lengthscales' basis").
 
     References:
         MacKay, D. J. C. (1998). Choice of basis for Laplace approximation.
