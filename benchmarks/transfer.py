@@ -17,10 +17,13 @@ no-transfer GP (``gp``, no sources), the ICM multi-task GP (``multitask_gp``),
 target's) and fully Bayesian by NUTS (``env_gp_bayes``, the cut posterior:
 the kernel from the target's rows, the source noise from the inverse-gamma
 update's full conditional; ``env_gp_bayes_joint`` samples the source noise as a
-site of the joint density of all rows), ``diff_gp``,
-bandit source selection with Env-GP (``bandit_env_gp``), ``metabo_gp`` and
-``rgpe``; ``gp_warm`` and ``multitask_gp_warm`` are the GP and the ICM GP whose
-3-point design is the warm start of Feurer et al. (2015)
+site of the joint density of all rows), ``diff_gp`` (one source per ask, chosen
+by the bandit: the campaign's default for Diff-GP with several sources;
+``diff_gp_all`` and ``diff_gp_dense`` fit every source at every ask, the second
+with the corrections' covariance), bandit source selection with Env-GP
+(``bandit_env_gp``), ``metabo_gp`` and ``rgpe``; ``gp_warm`` and
+``multitask_gp_warm`` are the GP and the ICM GP whose 3-point design is the warm
+start of Feurer et al. (2015)
 (``initial_design="sources"``: the best points of the sources nearest the target
 by meta-features) instead of the LHS; ``gp_noise_low`` and ``diff_gp_noise_low``
 are the GP and Diff-GP with the target noise prior LogNormal(log 1e-4, 2.5) that
@@ -85,10 +88,17 @@ METHODS: dict[str, dict] = {
         "surrogate": {"name": "env_gp", "variant": "bayes", "likelihood": "joint"},
         "inference": {"name": "NUTS", "options": {"num_warmup": 64, "num_samples": 64}},
     },
+    # one source per ask, chosen by the bandit (the campaign's default for
+    # Diff-GP, a single-source model, given several sources)
     "diff_gp": {"surrogate": "diff_gp"},
-    # the corrected source rows' errors with the difference GP's posterior
-    # covariance over each source's rows instead of its diagonal
-    "diff_gp_dense": {"surrogate": {"name": "diff_gp", "corrections": "dense"}},
+    # every source in every fit (the default before)
+    "diff_gp_all": {"surrogate": "diff_gp", "source_selection": "all"},
+    # every source, the corrected source rows' errors with the difference GP's
+    # posterior covariance over each source's rows instead of its diagonal
+    "diff_gp_dense": {
+        "surrogate": {"name": "diff_gp", "corrections": "dense"},
+        "source_selection": "all",
+    },
     "bandit_env_gp": {"surrogate": ENV_MODE, "source_selection": "bandit"},
     "metabo_gp": {"surrogate": "metabo_gp"},
     "rgpe": {"surrogate": "rgpe"},
@@ -291,6 +301,9 @@ def plot(summary: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="run seeds first-seed .. seeds-1"
+    )
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
     parser.add_argument("--families", nargs="+", default=list(FAMILIES))
     parser.add_argument("--name", default="transfer")
@@ -310,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         if m not in runnable:
             print(f"{m}: not available (no registry entry)", flush=True)
     if not args.table:
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.seeds):
             for family in args.families:
                 for method in runnable:
                     if (family, method, seed) in done:

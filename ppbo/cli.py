@@ -1008,8 +1008,10 @@ def _campaign_commands(commands) -> None:
     create.add_argument(
         "--source-selection",
         default=None,
-        choices=["bandit"],
-        help="choose one source per ask with a bandit (Ramachandran et al. 2018)",
+        choices=["all", "bandit"],
+        help="all (every source in every fit) or bandit (one source per ask, "
+        "Ramachandran et al. 2018); default: bandit for diff_gp with several "
+        "sources, else all",
     )
     _model_options(create)
     _storage_option(create)

@@ -32,7 +32,13 @@ from ppbo.campaign.codec import (
 )
 from ppbo.campaign.keys import campaign_key
 from ppbo.campaign.recommendation import Recommended, recommend_params
-from ppbo.campaign.transfer import Transfer, fill_spec, transfer_config, transfer_mode
+from ppbo.campaign.transfer import (
+    Transfer,
+    default_selection,
+    fill_spec,
+    transfer_config,
+    transfer_mode,
+)
 from ppbo.campaign.trials import CampaignWarning, best_trial, finish, trials_frame
 from ppbo.campaign.validation import (
     check_acquisition,
@@ -125,10 +131,12 @@ class Optimizer:
             :mod:`ppbo.campaign.transfer` for the data the surrogate sees.
         meta_features: the target's meta-features (f,), when the sources have
             ``meta_features`` (for surrogates that compare tasks by them).
-        source_selection: None (every source in every fit) or ``"bandit"``:
-            each ask fits the single-source surrogate to the target and the one
-            source chosen by the bandit of Ramachandran et al. (2018)
-            (:mod:`ppbo.transfer.bandit`).
+        source_selection: ``"all"`` (every source in every fit) or
+            ``"bandit"``: each ask fits the single-source surrogate to the target
+            and the one source chosen by the bandit of Ramachandran et al. (2018)
+            (:mod:`ppbo.transfer.bandit`). None (default): ``"bandit"`` for
+            Diff-GP with several sources, a single-source model
+            (:func:`ppbo.campaign.transfer.default_selection`), else ``"all"``.
         source_selection_options: ``{"gamma": γ}`` in (0, 1] for the bandit
             (default 0.5).
 
@@ -566,8 +574,13 @@ def _components(space, named, sources, transfer_options, design, checks):
 def _resolved(space, named, sources, transfer_options, design="lhs"):
     surrogate, inference, acquisition = named
     sources = validate_sources(sources, space)
-    transfer = transfer_config(sources, space, *transfer_options)
     parts, specs = registry.resolve_components(surrogate, inference, acquisition, space)
+    meta_features, selection, selection_options = transfer_options
+    name = specs["surrogate"].get("name")
+    selection = default_selection(selection, name, len(sources))
+    transfer = transfer_config(
+        sources, space, meta_features, selection, selection_options
+    )
     if not sources:
         if design == "sources":
             raise ValueError(

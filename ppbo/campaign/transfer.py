@@ -34,6 +34,8 @@ asked with arm ``k`` rewards that arm with ``-(y - μ^k(x))^2``, ``y`` the trial
 value standardised as the target's data currently are and ``μ^k`` the posterior
 mean of a GP (Matérn-5/2, MAP, fixed key) fitted to source ``k`` alone. A resumed
 campaign therefore continues with exactly the state an uninterrupted one has.
+Diff-GP, a single-source model, selects by the bandit by default when given
+several sources (:func:`default_selection`).
 
 References:
     Ramachandran, A., Gupta, S., Rana, S. and Venkatesh, S. (2018). Selecting
@@ -63,7 +65,9 @@ from ppbo.transfer.source import Source, source_arrays, sources_from_json
 __all__ = [
     "MODES",
     "SOURCE_SELECTIONS",
+    "SINGLE_SOURCE",
     "Transfer",
+    "default_selection",
     "Model",
     "transfer_mode",
     "transfer_config",
@@ -76,6 +80,10 @@ MODES = ("ignore", "sources", "icm")
 SOURCE_SELECTIONS = (None, "all", "bandit")
 #: The bandit's default exploration parameter γ.
 DEFAULT_GAMMA = 0.5
+#: Registry surrogates whose campaigns choose one source per ask by the bandit
+#: when given several sources and no ``source_selection`` (see
+#: :func:`default_selection`).
+SINGLE_SOURCE = ("diff_gp",)
 _META_DEFAULT = [0.0]
 
 
@@ -130,6 +138,36 @@ def fill_spec(spec: Mapping[str, Any], mode: str, meta_rows: list[list[float]]) 
         if "meta_features" in defaults:
             spec["meta_features"] = [list(map(float, row)) for row in meta_rows]
     return spec
+
+
+def default_selection(source_selection: Any, name: Any, num_sources: int) -> Any:
+    """The source selection a campaign uses when the user names none.
+
+    Diff-GP (Shilton et al. 2017) is a single-source model: it corrects one
+    source's rows by a GP on the difference between the target and that source,
+    and the survey of transfer learning for BO pairs it, as Env-GP, with a choice
+    of one source per iteration (the bandit of Ramachandran et al. 2018). Given
+    ``K > 1`` sources at once, every source's difference GP is fitted to the same
+    target rows, so the augmented GP counts the target's data ``K`` times over
+    and its search creeps in ever shorter steps (``benchmarks/README.md``, the
+    transfer section). A Diff-GP campaign with several sources and no
+    ``source_selection`` therefore takes ``"bandit"``; ``"all"`` keeps every
+    source. Every other choice is returned unchanged. Applied when a campaign is
+    created; the stored choice is what a resumed campaign uses.
+
+    Example:
+        >>> default_selection(None, "diff_gp", 3)
+        'bandit'
+        >>> default_selection("all", "diff_gp", 3)
+        'all'
+        >>> default_selection(None, "diff_gp", 1) is None  # one source
+        True
+        >>> default_selection(None, "env_gp", 3) is None
+        True
+    """
+    if source_selection is None and name in SINGLE_SOURCE and num_sources > 1:
+        return "bandit"
+    return source_selection
 
 
 def transfer_config(

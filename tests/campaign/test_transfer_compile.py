@@ -41,7 +41,11 @@ def _sources():
             {"name": "env_gp", "variant": "bayes"},
             ppbo.NUTS(num_warmup=8, num_samples=8, num_chains=1),
         ),
-        ({"name": "diff_gp"}, ppbo.MAP(num_restarts=2)),
+        # every source in every fit (Diff-GP's default with several is the bandit)
+        (
+            {"name": "diff_gp", "source_selection": "all"},
+            ppbo.MAP(num_restarts=2),
+        ),
         # the bandit also fits a GP to each source alone at every ask (its rewards)
         (
             {"name": "env_gp", "variant": "mode", "source_selection": "bandit"},
