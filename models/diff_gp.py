@@ -23,6 +23,12 @@ of the paper. ``prediction="sum"`` (one source only) predicts
 ``mu_s(x) + mu_g(x)`` with variance ``lambda_s(x) + lambda_g(x)``, the
 difference model's own predictive (``f_T = f_s + g`` with independent posteriors).
 
+The paper's model has one source. With ``K > 1`` this module fits every source's
+difference GP to the same target rows, so the augmented GP of step 3 counts the
+target's data ``K`` times; a campaign given several sources therefore fits it to
+one source per ask, chosen by the bandit, unless ``source_selection="all"``
+(:func:`ppbo.campaign.transfer.default_selection`).
+
 Hyperparameters are sites of one NumPyro model whose likelihood is the source GPs'
 marginal likelihood times the difference GPs' marginal likelihoods of ``Delta y``
 (with ``K`` sources each difference term is raised to the power ``1 / K``, a
