@@ -371,6 +371,9 @@ def main() -> int:
     parser.add_argument("--arms", nargs="+", default=list(ARMS))
     parser.add_argument("--levels", nargs="+", default=list(LEVELS))
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="run seeds first-seed .. seeds-1"
+    )
     parser.add_argument("--comparisons", type=int, default=150)
     parser.add_argument("--peers", nargs="*", default=[])
     parser.add_argument("--name", default="preferential")
@@ -390,7 +393,7 @@ def main() -> int:
     done = {_key(r) for r in records}
     if not args.table:
         # seed-major, so that a sweep cut short still covers every problem
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.seeds):
             for problem in args.problems:
                 for level in args.levels:
                     for arm in args.arms:

@@ -104,3 +104,23 @@ def test_a_preference_campaign_refuses_a_design_it_would_not_use(tmp_path, capsy
     create = ["create", "p", "--space", SPACE, "--storage", db, "--preference"]
     assert main(create + ["--initial-design", "sobol"]) == 2
     assert "--initial-design is not for preference campaigns" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("selection, stored", [([], "bandit"), (["all"], None)])
+def test_create_a_diff_gp_campaign_with_or_without_the_bandit(
+    tmp_path, capsys, selection, stored
+):
+    from ppbo import Optimizer
+
+    for name, values in (("a", [2, 1]), ("b", [0, 3])):
+        path = tmp_path / f"{name}.json"
+        params = [{"x": 0.3}, {"x": 0.6}]
+        path.write_text(json.dumps({"name": name, "params": params, "values": values}))
+    db = str(tmp_path / "d.db")
+    args = ["create", "dg", "--space", SPACE, "--storage", db, "--model", "diff_gp"]
+    args += ["--source", str(tmp_path / "a.json"), "--source", str(tmp_path / "b.json")]
+    args += ["--source-selection", *selection] if selection else []
+    assert main(args) == 0
+    capsys.readouterr()
+    config = Optimizer.load(db, "dg").config
+    assert config["transfer"]["source_selection"] == stored

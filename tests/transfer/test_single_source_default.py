@@ -77,7 +77,9 @@ def test_other_transfer_models_keep_every_source():
 
 
 @pytest.mark.parametrize("acquisition", ["ei", "ucb"])
-def test_a_diff_gp_campaign_resumes_exactly(tmp_path, acquisition, interrupted_campaign):
+def test_a_diff_gp_campaign_resumes_exactly(
+    tmp_path, acquisition, interrupted_campaign
+):
     def run(storage, name, steps, stop_at=None):
         return interrupted_campaign(
             lambda: make(2, storage, name, acquisition),
