@@ -455,6 +455,9 @@ def _show(args: argparse.Namespace) -> int:
     sources = opt.config.get("sources") or []
     if sources:
         counts = ", ".join(f"{s['name']} ({len(s['values'])} points)" for s in sources)
+        transfer = opt.config.get("transfer") or {}
+        if transfer.get("source_selection") == "bandit":
+            counts += f"; one per ask, by the bandit (gamma {transfer['gamma']:g})"
         print(f"sources: {counts}")
     return 0
 

@@ -124,3 +124,7 @@ def test_create_a_diff_gp_campaign_with_or_without_the_bandit(
     capsys.readouterr()
     config = Optimizer.load(db, "dg").config
     assert config["transfer"]["source_selection"] == stored
+    assert main(["show", "dg", "--storage", db]) == 0
+    shown = capsys.readouterr().out
+    assert "sources: a (2 points), b (2 points)" in shown
+    assert ("one per ask, by the bandit (gamma 0.5)" in shown) == (stored == "bandit")
