@@ -157,6 +157,24 @@ def check_compatible(stored: Mapping[str, Any], given: Mapping[str, Any]) -> Non
             f"campaign exists with different sources: stored {names}, given "
             f"{[s['name'] for s in given.get('sources') or []]} (or other data)"
         )
+    # how the sources are used: a Diff-GP campaign stored before its default became
+    # the bandit keeps every source, and must be reopened as such
+    stored_use = _source_use(stored)
+    if stored_use != _source_use(given):
+        raise ValueError(
+            "campaign exists with a different source_selection: stored "
+            f"{stored_use[0] or 'all'!r} (gamma {stored_use[1]}), given "
+            f"{_source_use(given)[0] or 'all'!r}; pass source_selection="
+            f"{stored_use[0] or 'all'!r} to reopen it, or load it with "
+            "Optimizer.load"
+        )
+
+
+def _source_use(config: Mapping[str, Any]) -> tuple[Any, Any]:
+    if not config.get("sources"):
+        return (None, None)
+    transfer = config.get("transfer") or {}
+    return (transfer.get("source_selection"), transfer.get("gamma"))
 
 
 def campaign_config(

@@ -95,3 +95,18 @@ def test_a_diff_gp_campaign_resumes_exactly(
     arms = [t.extra.get("source_arm") for t in resumed if t.origin == "model"]
     assert len(arms) == 3 and None not in arms
     assert arms == [t.extra.get("source_arm") for t in whole if t.origin == "model"]
+
+
+def test_reopening_with_another_source_selection_is_a_clear_error(tmp_path):
+    path = str(tmp_path / "c.db")
+    make(2, path, "every", source_selection="all")
+    with pytest.raises(ValueError, match="different source_selection: stored 'all'"):
+        make(2, path, "every", load_if_exists=True)
+    again = make(2, path, "every", load_if_exists=True, source_selection="all")
+    assert again.config["transfer"]["source_selection"] is None
+    make(2, path, "bandit")
+    assert make(2, path, "bandit", load_if_exists=True).config["transfer"] == {
+        "source_selection": "bandit",
+        "gamma": 0.5,
+        "meta_features": None,
+    }
