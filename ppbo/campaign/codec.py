@@ -157,16 +157,16 @@ def check_compatible(stored: Mapping[str, Any], given: Mapping[str, Any]) -> Non
             f"campaign exists with different sources: stored {names}, given "
             f"{[s['name'] for s in given.get('sources') or []]} (or other data)"
         )
-    # how the sources are used: a Diff-GP campaign stored before its default became
-    # the bandit keeps every source, and must be reopened as such
-    stored_use = _source_use(stored)
-    if stored_use != _source_use(given):
+    # how the sources are used (the surrogate is built for it): e.g. a Diff-GP
+    # campaign stored with every source is reopened with every source
+    stored_use, given_use = _source_use(stored), _source_use(given)
+    if stored_use != given_use:
+        (kept, gamma), (asked, _) = stored_use, given_use
+        kept, asked = kept or "all", asked or "all"
         raise ValueError(
-            "campaign exists with a different source_selection: stored "
-            f"{stored_use[0] or 'all'!r} (gamma {stored_use[1]}), given "
-            f"{_source_use(given)[0] or 'all'!r}; pass source_selection="
-            f"{stored_use[0] or 'all'!r} to reopen it, or load it with "
-            "Optimizer.load"
+            f"campaign exists with a different source_selection: stored {kept!r} "
+            f"(gamma {gamma}), given {asked!r}; pass source_selection={kept!r} "
+            "to reopen it, or load it with Optimizer.load"
         )
 
 
