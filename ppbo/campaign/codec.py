@@ -161,12 +161,18 @@ def check_compatible(stored: Mapping[str, Any], given: Mapping[str, Any]) -> Non
     # campaign stored with every source is reopened with every source
     stored_use, given_use = _source_use(stored), _source_use(given)
     if stored_use != given_use:
-        (kept, gamma), (asked, _) = stored_use, given_use
+        (kept, gamma), (asked, asked_gamma) = stored_use, given_use
         kept, asked = kept or "all", asked or "all"
+        options = (
+            ""
+            if gamma is None
+            else f" and source_selection_options={{'gamma': {gamma}}}"
+        )
         raise ValueError(
             f"campaign exists with a different source_selection: stored {kept!r} "
-            f"(gamma {gamma}), given {asked!r}; pass source_selection={kept!r} "
-            "to reopen it, or load it with Optimizer.load"
+            f"(gamma {gamma}), given {asked!r} (gamma {asked_gamma}); pass "
+            f"source_selection={kept!r}{options} to reopen it, or load it with "
+            "Optimizer.load"
         )
 
 
