@@ -106,6 +106,13 @@ METHODS: dict[str, dict] = {
     # nearest source (by meta-features) first, instead of the 3-point LHS
     "gp_warm": {"surrogate": "gp", "initial_design": "sources"},
     "multitask_gp_warm": {"surrogate": "multitask_gp", "initial_design": "sources"},
+    # the same two with augmented EI (Huang et al. 2006) instead of log-EI
+    "gp_warm_aei": {
+        "surrogate": "gp",
+        "initial_design": "sources",
+        "acquisition": "log_aei",
+    },
+    "gp_aei": {"surrogate": "gp", "sources": False, "acquisition": "log_aei"},
     # prior ablations (PRIOR_VARIANTS): the model of the named method with some of
     # its default priors replaced
     "gp_noise_low": {"surrogate": "gp", "sources": False, "priors": "noise_low"},

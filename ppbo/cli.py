@@ -876,7 +876,10 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--acquisition",
         default=None,
-        help="log_ei (default), log_nei, log_jei, pes, ei, ucb, kg, thompson, mes, es",
+        help=(
+            "log_ei (default), log_nei, log_jei, log_aei, pes, ei, ucb, kg, "
+            "thompson, mes, es"
+        ),
     )
     parser.add_argument(
         "--model",

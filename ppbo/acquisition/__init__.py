@@ -5,7 +5,7 @@
 """
 
 from ppbo.acquisition import rff
-from ppbo.acquisition.analytic import ei, log_ei, pi, ucb, ucb_beta, variance
+from ppbo.acquisition.analytic import ei, log_aei, log_ei, pi, ucb, ucb_beta, variance
 from ppbo.acquisition.base import (
     Acquisition,
     Bound,
@@ -30,6 +30,7 @@ __all__ = [
     "pi",
     "ei",
     "log_ei",
+    "log_aei",
     "log_nei",
     "log_jei",
     "ucb",

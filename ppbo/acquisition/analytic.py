@@ -67,11 +67,14 @@ from ppbo.acquisition.base import (
     Acquisition,
     Sample,
     best_observed_mean,
+    effective_best_mean,
     prepare_incumbents,
 )
+from ppbo.surrogate import Capability
 
 __all__ = [
-    "pi", "ei", "log_ei", "ucb", "ucb_beta", "variance", "log_h", "MIN_VARIANCE",
+    "pi", "ei", "log_ei", "log_aei", "ucb", "ucb_beta", "variance", "log_h",
+    "MIN_VARIANCE",
 ]  # fmt: skip
 
 #: Default floor of the predictive variance (standardised output units).
@@ -228,6 +231,51 @@ def _log_expected_improvement(
     return log_h(z) + jnp.log(sigma)
 
 
+def _log_augmented_expected_improvement(
+    sample: Sample,
+    X: jax.Array,
+    *,
+    best_f: Any = None,
+    xi: Any = 0.0,
+    min_var: Any = MIN_VARIANCE,
+    incumbent: str = "effective",
+) -> jax.Array:
+    """Log of augmented expected improvement (Huang et al. 2006), (m,).
+
+    .. math:: \\mathrm{AEI}(x) = \\mathrm{EI}(x)\\,
+        \\Big(1 - \\frac{\\sigma_\\varepsilon(x)}
+        {\\sqrt{s^2(x) + \\sigma_\\varepsilon^2(x)}}\\Big)
+
+    with ``s^2`` the latent predictive variance, ``sigma_eps^2`` the sample's
+    observation-noise variance at ``x`` and EI taken against the effective best
+    (:func:`~ppbo.acquisition.base.effective_best_mean`, by default). The
+    factor is near 1 where the model is unsure of ``f(x)`` and near 0 where a new
+    observation would be mostly noise: it stops the near-repeats of an observed
+    input that EI on a noisy model keeps proposing for an improvement the size of
+    the noise. The log of the factor is computed as ``log s^2 - log r - log(r +
+    sigma_eps)`` with ``r = sqrt(s^2 + sigma_eps^2)``, exact and finite to the
+    variance floor.
+
+    Example:
+        >>> from ppbo.acquisition.base import evaluate
+        >>> X = np.array([[0.5, 0.5]])
+        >>> bool(evaluate(log_aei, posterior, X)[0] < evaluate(log_ei, posterior, X,
+        ...      incumbent="effective")[0])
+        True
+    """
+    if best_f is None and sample.aux is None:
+        best_f = effective_best_mean(sample)
+    z, sigma = _z(sample, X, best_f, xi, min_var)
+    noise_sd = jnp.sqrt(sample.noise(X))
+    total = jnp.sqrt(sigma**2 + noise_sd**2)
+    log_factor = 2.0 * jnp.log(sigma) - jnp.log(total) - jnp.log(total + noise_sd)
+    return log_h(z) + jnp.log(sigma) + log_factor
+
+
+def _prepare_effective(key: Any, posterior: Any, **options: Any) -> Any:
+    return prepare_incumbents(key, posterior, **({"incumbent": "effective"} | options))
+
+
 def ucb_beta(
     t: Any,
     *,
@@ -356,6 +404,18 @@ log_ei = Acquisition(
     log_space=True,
     prepare=prepare_incumbents,
     improvement=True,
+)
+
+#: Log augmented expected improvement (Huang et al. 2006), averaged with
+#: log-mean-exp; options ``best_f``, ``xi``, ``incumbent`` (default
+#: ``"effective"``).
+log_aei = Acquisition(
+    "log_aei",
+    _log_augmented_expected_improvement,
+    log_space=True,
+    prepare=_prepare_effective,
+    improvement=True,
+    requires=(Capability.NOISE,),
 )
 
 #: GP-UCB (Srinivas et al. 2010); options ``beta`` or ``t``/``delta``/``size``.

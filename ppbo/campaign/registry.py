@@ -46,8 +46,8 @@ DEFAULT_INFERENCE = "MAP"
 
 #: Acquisition name -> attribute of :mod:`ppbo.acquisition`.
 ACQUISITIONS = (
-    "pes", "es", "ei", "log_ei", "log_nei", "log_jei", "pi", "ucb", "kg", "thompson",
-    "mes", "gp_hedge", "variance",
+    "pes", "es", "ei", "log_ei", "log_aei", "log_nei", "log_jei", "pi", "ucb", "kg",
+    "thompson", "mes", "gp_hedge", "variance",
 )  # fmt: skip
 
 

@@ -15,8 +15,15 @@ from scipy import integrate, special
 from scipy.stats import norm
 
 import ppbo
-from ppbo.acquisition.analytic import ei, log_ei, pi, ucb, ucb_beta
-from ppbo.acquisition.base import bind, evaluate, per_sample
+from ppbo.acquisition.analytic import ei, log_aei, log_ei, pi, ucb, ucb_beta
+from ppbo.acquisition.base import (
+    Sample,
+    best_observed_mean,
+    bind,
+    effective_best_mean,
+    evaluate,
+    per_sample,
+)
 
 
 def _never_run(data):
@@ -331,3 +338,78 @@ def test_observed_incumbent_is_the_best_observed_value_for_every_sample():
             per_sample(acq, posterior, CANDIDATES, best_f=-0.2),
             rtol=1e-13,
         )
+
+
+def _noise(params, X):
+    return jnp.full(X.shape[0], params["n"])
+
+
+NOISY = ppbo.Surrogate(model=_never_run, predict=_predict, noise=_noise, name="noisy")
+# the best mean (x0 = -0.1) has the widest interval: its lower bound is not the
+# best, so the effective best is another point for every sample
+X_NOISY = np.array([[-0.1, 0.9], [-0.2, 0.01], [-0.5, 0.1]])
+
+
+def _noisy_posterior():
+    samples = SAMPLES | {"n": [0.04, 0.01, 0.2]}
+    samples = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in samples.items()}
+    return ppbo.Posterior(NOISY, samples, ppbo.Dataset(X_NOISY, np.zeros(3)))
+
+
+def test_log_aei_is_ei_at_the_effective_best_times_huangs_factor():
+    posterior = _noisy_posterior()
+    values = np.asarray(per_sample(log_aei, posterior, CANDIDATES))
+    for i in range(3):
+        a, b, c = (SAMPLES[k][i] for k in "abc")
+        n = float(posterior.samples["n"][i])
+        mu_obs, s_obs = a * X_NOISY[:, 0] + b, np.sqrt(c * X_NOISY[:, 1])
+        best = mu_obs[np.argmax(mu_obs - s_obs)]  # Huang et al.'s c = 1
+        assert best < mu_obs.max()
+        mu, sigma, _ = _moments(i, CANDIDATES, best)
+        z = (mu - best) / sigma
+        expected_ei = (mu - best) * norm.cdf(z) + sigma * norm.pdf(z)
+        r = np.sqrt(sigma**2 + n)
+        factor = 1.0 - np.sqrt(n) / r
+        # the same factor rationalised, exact where sigma^2 << n (var floored)
+        exact = sigma**2 / (r * (r + np.sqrt(n)))
+        np.testing.assert_allclose(factor[sigma > 1e-3], exact[sigma > 1e-3])
+        factor = exact
+        direct = z > -5  # where the textbook formula is itself accurate
+        np.testing.assert_allclose(
+            values[i][direct],
+            np.log(expected_ei[direct] * factor[direct]),
+            rtol=1e-10,
+        )
+    # finite where the variance is floored (the candidate with var = 0)
+    assert np.all(np.isfinite(values))
+
+
+def test_effective_best_is_the_mean_at_the_best_lower_bound():
+    posterior = _noisy_posterior()
+    params = {k: v[0] for k, v in posterior.samples.items()}
+    sample = Sample(params, None, posterior.data, NOISY)
+    assert float(effective_best_mean(sample)) == pytest.approx(-0.2, abs=1e-15)
+    assert float(best_observed_mean(sample)) == pytest.approx(-0.1, abs=1e-15)
+    np.testing.assert_allclose(
+        per_sample(log_ei, posterior, CANDIDATES, incumbent="effective")[0],
+        per_sample(log_ei, posterior, CANDIDATES, best_f=-0.2)[0],
+        rtol=1e-13,
+    )
+
+
+def test_log_aei_gradients_match_finite_differences_and_it_needs_a_noise():
+    posterior = _noisy_posterior()
+    _, grads = bind(log_aei, posterior).value_and_grad(jnp.asarray(CANDIDATES))
+    grads = np.asarray(grads)
+    assert np.all(np.isfinite(grads))
+    h = 1e-6
+    for j in range(2):
+        step = np.zeros_like(CANDIDATES)
+        step[:4, j] = h
+        numeric = (
+            np.asarray(evaluate(log_aei, posterior, CANDIDATES + step))
+            - np.asarray(evaluate(log_aei, posterior, CANDIDATES - step))
+        ) / (2 * h)
+        np.testing.assert_allclose(grads[:4, j], numeric[:4], rtol=1e-5, atol=1e-8)
+    with pytest.raises(ppbo.MissingCapabilityError, match="noise"):
+        evaluate(log_aei, _posterior(), CANDIDATES)
