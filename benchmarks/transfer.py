@@ -116,6 +116,12 @@ METHODS: dict[str, dict] = {
     # prior ablations (PRIOR_VARIANTS): the model of the named method with some of
     # its default priors replaced
     "gp_noise_low": {"surrogate": "gp", "sources": False, "priors": "noise_low"},
+    # the warm start with the GP's noise prior for deterministic objectives
+    # (``noise_prior="low"``, the same prior as ``noise_low`` below)
+    "gp_warm_noise_low": {
+        "surrogate": {"name": "gp", "noise_prior": "low"},
+        "initial_design": "sources",
+    },
     "diff_gp_noise_low": {"surrogate": "diff_gp", "priors": "noise_low"},
 }
 

@@ -55,10 +55,16 @@ def _gp(
     kernel: str = "matern52",
     mean: str = "constant",
     lengthscale_prior: str = "light",
+    noise_prior: str = "default",
 ) -> Surrogate:
     from ppbo.models import gp
 
-    return gp.surrogate(kernel=kernel, mean=mean, lengthscale_prior=lengthscale_prior)
+    return gp.surrogate(
+        kernel=kernel,
+        mean=mean,
+        lengthscale_prior=lengthscale_prior,
+        noise_prior=noise_prior,
+    )
 
 
 def _multitask_gp(num_tasks: int = 2, kernel: str = "matern52") -> Surrogate:
@@ -155,7 +161,9 @@ def _miso_gp(
 #: that kernel; the GP's ``lengthscale_prior`` names one of
 #: :data:`ppbo.models.gp.LENGTHSCALE_PRIORS` or ``"saas"`` (its default is
 #: ``gp.DEFAULT_LENGTHSCALE_PRIOR``, written out here so that every stored spec
-#: names the prior it ran with). The network surrogates take ``depth`` tanh
+#: names the prior it ran with), and its ``noise_prior`` one of
+#: :data:`ppbo.models.gp.NOISE_PRIORS` (``"low"`` for deterministic objectives).
+#: The network surrogates take ``depth`` tanh
 #: layers of ``width`` units (scalars, so that specs stay JSON and hashable).
 SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
     "gp": (
@@ -164,6 +172,7 @@ SURROGATES: dict[str, tuple[Callable[..., Surrogate], dict]] = {
             "kernel": "matern52",
             "mean": "constant",
             "lengthscale_prior": "light",
+            "noise_prior": "default",
         },
     ),
     "multitask_gp": (_multitask_gp, {"num_tasks": 2, "kernel": "matern52"}),
@@ -411,11 +420,11 @@ def resolve_surrogate(surrogate: Any, space: Any = None) -> tuple[Surrogate, dic
     Example:
         >>> resolve_surrogate("gp-rbf")[1]  # doctest: +NORMALIZE_WHITESPACE
         {'name': 'gp', 'kernel': 'rbf', 'mean': 'constant',
-         'lengthscale_prior': 'light'}
+         'lengthscale_prior': 'light', 'noise_prior': 'default'}
         >>> spec = {"name": "gp", "lengthscale_prior": "dimension_scaled"}
         >>> resolve_surrogate(spec)[1]  # doctest: +NORMALIZE_WHITESPACE
         {'name': 'gp', 'kernel': 'matern52', 'mean': 'constant',
-         'lengthscale_prior': 'dimension_scaled'}
+         'lengthscale_prior': 'dimension_scaled', 'noise_prior': 'default'}
         >>> import ppbo
         >>> space = ppbo.Space({"n": ppbo.Integer(1, 3), "x": ppbo.Real(0.0, 1.0)})
         >>> resolve_surrogate("forest", space)[1]["columns"]

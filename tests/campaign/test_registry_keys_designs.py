@@ -94,6 +94,45 @@ def test_lengthscale_prior_is_a_stored_surrogate_option():
     assert loaded._setup.surrogate is surrogate
 
 
+def _noise_prior(surrogate):
+    import numpyro
+
+    X = np.random.default_rng(0).random((4, 2))
+    with numpyro.handlers.seed(rng_seed=0):
+        trace = numpyro.handlers.trace(surrogate.model).get_trace(
+            ppbo.Dataset(X, X.sum(1))
+        )
+    return trace["noise"]["fn"]
+
+
+def test_noise_prior_is_a_stored_surrogate_option():
+    import numpyro.distributions as dist
+
+    from ppbo.models import gp
+
+    default, spec = registry.resolve_surrogate("gp")
+    assert spec["noise_prior"] == "default"
+    prior = _noise_prior(default)
+    assert (float(prior.loc), float(prior.scale)) == (-4.0, 1.0)
+    low, spec = registry.resolve_surrogate({"name": "gp", "noise_prior": "low"})
+    assert spec["noise_prior"] == "low"
+    prior = _noise_prior(low)
+    np.testing.assert_allclose([prior.loc, prior.scale], [np.log(1e-4), 2.5])
+    # an explicit prior for the site wins over the named one
+    given = dist.LogNormal(-9.0, 0.5)
+    prior = _noise_prior(gp.surrogate(noise_prior="low", priors={"noise": given}))
+    assert (float(prior.loc), float(prior.scale)) == (-9.0, 0.5)
+    with pytest.raises(ValueError, match="noise_prior must be one of.*'quiet'"):
+        registry.resolve_surrogate({"name": "gp", "noise_prior": "quiet"})
+
+    space = ppbo.Space({"a": ppbo.Real(0.0, 1.0)})
+    storage = ppbo.storage.SQLiteStorage(":memory:")
+    ppbo.Optimizer(space, storage=storage, name="quiet", surrogate=spec)
+    loaded = ppbo.Optimizer.load(storage, "quiet")
+    assert loaded.config["surrogate"]["noise_prior"] == "low"
+    assert loaded._setup.surrogate is low
+
+
 def test_key_streams_are_distinct_and_fixed():
     ids = {stream_id(name) for name in STREAMS}
     assert len(ids) == len(STREAMS) and all(0 <= i < 2**31 for i in ids)
