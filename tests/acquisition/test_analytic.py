@@ -244,7 +244,10 @@ def test_log_ei_is_finite_monotone_with_finite_gradients():
     (ucb, {"t": 5.0, "size": 100}), (ucb, {"t": 5.0}),
 ])  # fmt: skip
 def test_gradients_are_finite_and_match_finite_differences(acq, options):
-    posterior = _posterior()
+    _assert_gradients_match_finite_differences(acq, _posterior(), **options)
+
+
+def _assert_gradients_match_finite_differences(acq, posterior, **options):
     # the candidates include var = 0 (floored) and var = 1e-4
     _, grads = bind(acq, posterior, **options).value_and_grad(jnp.asarray(CANDIDATES))
     grads = np.asarray(grads)
@@ -398,18 +401,6 @@ def test_effective_best_is_the_mean_at_the_best_lower_bound():
 
 
 def test_log_aei_gradients_match_finite_differences_and_it_needs_a_noise():
-    posterior = _noisy_posterior()
-    _, grads = bind(log_aei, posterior).value_and_grad(jnp.asarray(CANDIDATES))
-    grads = np.asarray(grads)
-    assert np.all(np.isfinite(grads))
-    h = 1e-6
-    for j in range(2):
-        step = np.zeros_like(CANDIDATES)
-        step[:4, j] = h
-        numeric = (
-            np.asarray(evaluate(log_aei, posterior, CANDIDATES + step))
-            - np.asarray(evaluate(log_aei, posterior, CANDIDATES - step))
-        ) / (2 * h)
-        np.testing.assert_allclose(grads[:4, j], numeric[:4], rtol=1e-5, atol=1e-8)
+    _assert_gradients_match_finite_differences(log_aei, _noisy_posterior())
     with pytest.raises(ppbo.MissingCapabilityError, match="noise"):
         evaluate(log_aei, _posterior(), CANDIDATES)
