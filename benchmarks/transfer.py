@@ -123,6 +123,18 @@ METHODS: dict[str, dict] = {
         "initial_design": "sources",
     },
     "diff_gp_noise_low": {"surrogate": "diff_gp", "priors": "noise_low"},
+    # the exploration rule's improvement cut at 1e-2 output standard deviations
+    # instead of the default 1e-3 (benchmarks/README.md, "The exploration rule's cut")
+    "gp_explore_cut": {
+        "surrogate": "gp",
+        "sources": False,
+        "acquisition_options": {"explore_below": 1e-2},
+    },
+    "gp_warm_explore_cut": {
+        "surrogate": "gp",
+        "initial_design": "sources",
+        "acquisition_options": {"explore_below": 1e-2},
+    },
 }
 
 #: Prior overrides of the ablation methods: ``noise_low`` is the target noise prior
