@@ -1167,7 +1167,8 @@ class Laplace:
     Gaussian ``N(u_hat, B^-1)`` of :func:`laplace_mode`, represented by
     ``num_samples`` antithetic draws ``u_hat +- C^-T eps`` (and ``u_hat`` itself
     for an odd count), so that the posterior's mixture predicts with the
-    Laplace uncertainty and its mean is the Laplace mean exactly.
+    Laplace uncertainty and its mean is the Laplace mean exactly;
+    :func:`laplace_predictive` integrates the draws out in closed form.
 
     Where the data say little about a scale (duels alone never fix the
     outputscale, and a few noisy anchors barely do), the fit therefore stays

@@ -33,7 +33,11 @@ Decisions, with their reasons:
   find qEUBO with ``q = 2`` better than or as good as dueling Thompson sampling,
   qEI and qNEI on their test problems, it is a closed form per posterior sample
   (Clark 1961), and it is one-step Bayes optimal for the recommendation
-  (their Theorem 1).
+  (their Theorem 1). Under the default Laplace inference it reads the exact
+  Laplace predictive (:func:`ppbo.models.preference_gp.laplace_predictive`),
+  not the mixture of the ``num_samples`` latent draws, whose Monte Carlo error
+  in the pair's covariance decided which pair won on Ackley-6
+  (``benchmarks/README.md``); under NUTS it is averaged over the draws.
 - **ANPEI** picks one point ``x`` (the anchors' noise factor of
   :func:`ppbo.acquisition.preferential.anpei`); the pair is ``x`` against the
   incumbent, the evaluated point of the highest posterior mean. It needs anchors:
@@ -307,7 +311,8 @@ class PreferenceOptimizer:
             ``4 d``, the qEUBO protocol).
         direction: ``"maximize"`` (default; the expert prefers larger utility)
             or ``"minimize"`` (anchor values are costs).
-        num_samples: posterior samples (Laplace latent draws; NUTS draws).
+        num_samples: posterior samples (Laplace latent draws, which dueling
+            Thompson sampling, ANPEI and ArviZ read; NUTS draws).
         optimizer_options: ``num_raw``, ``num_restarts``, ``max_iterations`` of
             the pair search.
         anpei_options: ``rho``, ``gamma``, ``lengthscale`` of ANPEI.
