@@ -1278,12 +1278,10 @@ class Laplace:
 @partial(jax.jit, static_argnames=("config", "num_newton"))
 def _exact_cache(params, data: Dataset, config: _Config, num_newton: int):
     u, B, _ = _newton(params, data, config, config.beta, True, num_newton)
-    L = _factor(params, data, config)
-    eye = jnp.eye(L.shape[0], dtype=L.dtype)
-    L_inv = solve_triangular(L, eye, lower=True)
+    cache = _prepare({**params, "latent": u}, data, config=config)
     C = jnp.linalg.cholesky(B)
-    factor = solve_triangular(C, L_inv, lower=True)
-    return u, {"L_inv": L_inv, "alpha": L_inv.T @ u, "latent_factor": factor}
+    cache["latent_factor"] = solve_triangular(C, cache["L_inv"], lower=True)
+    return u, cache
 
 
 def laplace_predictive(posterior: Posterior, *, num_newton: int = 20) -> Posterior:
