@@ -1,9 +1,8 @@
 """The pair acquisitions of a preference campaign, maximised over the unit cube.
 
 EUBO (Astudillo et al. 2023) over pairs ``[x_a, x_b]`` in ``[0, 1]^{2d}``: raw
-Sobol pairs (and evaluated points paired with raw points), ``num_restarts`` of
-them chosen as BoTorch's ``optimize_acqf`` chooses its starts (the best plus a
-Boltzmann draw) and each refined by its own L-BFGS-B run. On a Laplace
+Sobol pairs, the best ``num_restarts`` refined together by L-BFGS-B on the summed
+(independent) values, as BoTorch's ``optimize_acqf`` does. On a Laplace
 posterior EUBO reads the exact Laplace predictive
 (:func:`ppbo.models.preference_gp.laplace_predictive`), not the mixture of its
 latent draws, whose Monte Carlo error in the pair's covariance decided which
@@ -19,35 +18,39 @@ from typing import Any
 
 import jax
 import numpy as np
+from scipy.optimize import minimize
 
 from ppbo.acquisition.base import bind
 from ppbo.acquisition.preferential import anpei, dueling_thompson, eubo
 from ppbo.models.preference_gp import laplace_predictive
-from ppbo.optimize import _refine, optimize_acquisition, raw_candidates, select_starts
+from ppbo.optimize import optimize_acquisition, raw_candidates
 
 __all__: list[str] = []
 
 
-def _maximise_pairs(
-    key, bound, raw: np.ndarray, num_restarts: int, max_iterations: int
-):
-    """The best pair: Boltzmann-chosen starts, each refined by its own L-BFGS-B run.
-
-    As :func:`ppbo.optimize.optimize_acquisition` does for points: the best raw
-    pair plus a draw weighted by ``exp(2 z)`` (:func:`ppbo.optimize.select_starts`),
-    so that the starts reach several of EUBO's modes instead of crowding into
-    the best raw one, and one L-BFGS-B run per start, so that no start's line
-    search carries another out of its basin.
-    """
+def _maximise_pairs(bound, raw: np.ndarray, num_restarts: int, max_iterations: int):
     values = np.asarray(bound.reduced(raw))
-    values = np.where(np.isfinite(values), values, -np.inf)
-    order = select_starts(key, values, num_restarts, "boltzmann")
-    best_x, best_v = raw[order[0]], float(values[order[0]])
+    order = np.argsort(-values)[:num_restarts]
+    starts = raw[order]
+    best_x, best_v = starts[0], float(values[order[0]])
     if max_iterations > 0:
-        refined, refined_values = _refine(bound, raw[order], max_iterations)
-        i = int(
-            np.argmax(np.where(np.isfinite(refined_values), refined_values, -np.inf))
+        shape = starts.shape
+
+        def fun(z):
+            v, g = bound.value_and_grad(z.reshape(shape))
+            return -float(np.sum(v)), -np.asarray(g).ravel()
+
+        result = minimize(
+            fun,
+            starts.ravel(),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(0.0, 1.0)] * starts.size,
+            options={"maxiter": max_iterations},
         )
+        refined = np.clip(result.x.reshape(shape), 0.0, 1.0)
+        refined_values = np.asarray(bound.reduced(refined))
+        i = int(np.argmax(refined_values))
         if np.isfinite(refined_values[i]) and refined_values[i] > best_v:
             best_x, best_v = refined[i], float(refined_values[i])
     return best_x, best_v
@@ -66,11 +69,7 @@ def _eubo_pair(key, posterior, d, options):
     candidates = np.vstack([raw, mixed])
     bound = bind(eubo, _eubo_posterior(posterior))
     x, value = _maximise_pairs(
-        jax.random.fold_in(key, 11),
-        bound,
-        candidates,
-        options["num_restarts"],
-        options["max_iterations"],
+        bound, candidates, options["num_restarts"], options["max_iterations"]
     )
     return x[:d], x[d:], value
 

@@ -133,23 +133,3 @@ def test_laplace_predictive_rejects_other_posteriors():
     fixed = ppbo.fit(surrogate, data, inference, jax.random.key(0))
     with pytest.raises(ValueError, match="method='Fixed'"):
         pgp.laplace_predictive(fixed)
-
-
-def test_the_pair_search_reaches_the_maximum_of_many_restarts():
-    """EUBO over pairs in [0, 1]^4: from 256 raw pairs (and as many evaluated
-    points paired with raw ones) and 16 Boltzmann-chosen starts, each refined
-    on its own, the campaign's pair search reaches the maximum found from 4096
-    raw pairs and 64 starts, for every key."""
-    from ppbo.optimize import raw_candidates
-
-    posterior = _posterior(4)
-    bound = bind(eubo, _acquire._eubo_posterior(posterior))
-    _, reference = _acquire._maximise_pairs(
-        jax.random.key(99), bound, raw_candidates(jax.random.key(98), 4, 4096), 64, 200
-    )
-    options = {"num_raw": 256, "num_restarts": 16, "max_iterations": 100}
-    for seed in range(6):
-        a, b, value = _acquire._eubo_pair(jax.random.key(seed), posterior, 2, options)
-        assert value == pytest.approx(reference, abs=1e-6), seed
-        pair = np.concatenate([a, b])[None]
-        np.testing.assert_allclose(bound.reduced(pair), value, atol=1e-12)
