@@ -347,7 +347,7 @@ def write_outputs(summary: dict, name: str) -> None:
             f"| {r['problem']} | {r['level']} | {r['arm']} | {r['runs']} | "
             f"{r['comparisons']} | {r['median_regret']:.4f} ({lo:.4f}-{hi:.4f}) | "
             f"{r['median_latent_scale_ratio']:.2f} | "
-            f"{r.get('median_latent_scale_ratio_in_anchor_range', float('nan')):.2f} | "
+            f"{r['median_latent_scale_ratio_in_anchor_range']:.2f} | "
             f"{r['seconds_per_comparison']:.2f} |"
         )
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
